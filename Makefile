@@ -1,0 +1,35 @@
+# Each target creates .venv and installs what it needs; nothing else is required.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-fast lint bench-env clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev,spark]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python examples/demo.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench examples
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest -n 2 --timeout 900 tests
+
+test-fast: lint
+	$(BIN)/pytest -n 2 -m "not slow" tests
+
+# Anchor libraries for bench/ live in their own environment so their pins never touch .venv.
+bench-env: $(STAMP)
+	$(PY) -m venv .venv-bench
+	.venv-bench/bin/pip install -q --upgrade pip
+	.venv-bench/bin/pip install -q -e '.[bench,polars]'
+
+clean:
+	rm -rf $(VENV) .venv-bench .pytest_cache .mypy_cache .ruff_cache

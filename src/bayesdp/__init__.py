@@ -1,0 +1,7 @@
+"""bayesdp: differential privacy with its Bayesian meaning."""
+
+from bayesdp import errors, noise
+from bayesdp.noise import rng_for_tests, secure_rng
+
+__all__ = ["errors", "noise", "rng_for_tests", "secure_rng"]
+__version__ = "0.1.0"

@@ -1,0 +1,5 @@
+import sys
+
+from bayesdp.cli import main
+
+sys.exit(main())
