@@ -1,7 +1,30 @@
 """bayesdp: differential privacy with its Bayesian meaning."""
 
 from bayesdp import errors, noise
+from bayesdp.mechanisms import (
+    DiscreteGaussian,
+    DiscreteLaplace,
+    Exponential,
+    Gaussian,
+    Laplace,
+    RandomizedResponse,
+    ReportNoisyMax,
+    SparseVector,
+)
 from bayesdp.noise import rng_for_tests, secure_rng
 
-__all__ = ["errors", "noise", "rng_for_tests", "secure_rng"]
+__all__ = [
+    "DiscreteGaussian",
+    "DiscreteLaplace",
+    "Exponential",
+    "Gaussian",
+    "Laplace",
+    "RandomizedResponse",
+    "ReportNoisyMax",
+    "SparseVector",
+    "errors",
+    "noise",
+    "rng_for_tests",
+    "secure_rng",
+]
 __version__ = "0.1.0"

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from rich.console import Console
+from rich.markup import escape
 
 from bayesdp.errors import BayesdpError
 
@@ -34,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args) or 0)
     except (BayesdpError, ValueError, OSError, KeyError) as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return 2
     except KeyboardInterrupt:
         err.print("interrupted")

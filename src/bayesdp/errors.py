@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 
@@ -75,7 +76,7 @@ def check_delta(name: str, value: Any) -> float:
 
 
 def check_positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or value != int(value):
         raise invalid(name, value, "a positive integer")
     if int(value) < 1:
         raise invalid(name, value, "a positive integer")

@@ -14,10 +14,12 @@ import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from fractions import Fraction
+from typing import Any
 
 from mpmath import iv
 
 from bayesdp.noise.random import Rng, uint64
+
 
 def _frac(raw: tuple[int, int, int, int]) -> Fraction:
     sign, man, exp, _ = raw
@@ -71,6 +73,11 @@ def below(u: LazyUniform, threshold: Callable[[], object]) -> bool:
         u.refine()
 
 
+def _ratio(x: Fraction, shift: Any, t: Any) -> Any:
+    """r(U) = -(ln U + ln((1+p)/2)) t as an interval."""
+    return -(iv.log(iv.mpf(x.numerator) / x.denominator) + shift) * t
+
+
 def geometric_magnitude(u: LazyUniform, t: float) -> int:
     """Exact |Z| for the two-sided geometric with P(|Z| >= k) = 2p^k/(1+p), p = e^{-1/t} (k >= 1).
 
@@ -85,10 +92,7 @@ def geometric_magnitude(u: LazyUniform, t: float) -> int:
             tt = iv.mpf(t)
             shift = iv.log((1 + iv.exp(-1 / tt)) / 2)
 
-            def r(x: Fraction) -> object:
-                return -(iv.log(iv.mpf(x.numerator) / x.denominator) + shift) * tt
-
-            r_hi_u, r_lo_u = _bounds(r(hi)), _bounds(r(lo))
+            r_hi_u, r_lo_u = _bounds(_ratio(hi, shift, tt)), _bounds(_ratio(lo, shift, tt))
             # r decreases in U: the smallest value is at U = hi, the largest at U = lo.
             k_min, k_max = math.floor(r_hi_u[0]), math.floor(r_lo_u[1])
             if k_min == k_max:

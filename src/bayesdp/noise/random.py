@@ -11,12 +11,12 @@ Rng = np.random.Generator
 
 
 def secure_rng() -> Rng:
-    """A fresh AES-CTR generator keyed with 256 bits from the OS (``secrets``); one per call, so forks never share a stream."""
+    """A fresh AES-CTR generator keyed with 256 bits from the OS; one per call, so forks share no stream."""
     return np.random.Generator(randomgen.AESCounter(seed=secrets.randbits(256)))
 
 
 def rng_for_tests(seed: int) -> Rng:
-    """A reproducible generator. NOT private: anyone with the seed can undo the noise. Tests and examples only."""
+    """A reproducible generator. NOT private: whoever knows the seed can undo the noise. Tests only."""
     return np.random.default_rng(seed)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 from mpmath import iv
@@ -28,7 +29,7 @@ _MASK63 = np.uint64(2**63 - 1)
 _SMALL_WORD = np.uint64(2**44)
 _BLOCK = 1 << 16
 
-ExactGamma = Callable[[int], object]
+ExactGamma = Callable[[int], Any]
 
 
 def _size(size: int) -> int:
@@ -88,12 +89,12 @@ def bernoulli_exp(gamma: np.ndarray, rng: Rng, exact_gamma: ExactGamma | None = 
     uf -= c
     for i in np.flatnonzero(np.abs(uf, out=uf) <= margin):
         accept[i] = exact.below(
-            exact.LazyUniform(int(u[i]), 64, rng), _exp_minus(i, float(g[i]), exact_gamma)
+            exact.LazyUniform(int(u[i]), 64, rng), _exp_minus(int(i), float(g[i]), exact_gamma)
         )
     return accept
 
 
-def _exp_minus(i: int, g: float, exact_gamma: ExactGamma | None) -> Callable[[], object]:
+def _exp_minus(i: int, g: float, exact_gamma: ExactGamma | None) -> Callable[[], Any]:
     if exact_gamma is None:
         q = Fraction(g)
         return lambda: iv.exp(-iv.mpf(q.numerator) / q.denominator)
@@ -101,7 +102,7 @@ def _exp_minus(i: int, g: float, exact_gamma: ExactGamma | None) -> Callable[[],
 
 
 def discrete_gaussian(sigma: float, size: int, rng: Rng) -> np.ndarray:
-    """Integers Z with P(Z=z) ∝ exp(-z²/(2σ²)) (CKS 2020, Alg. 3: discrete Laplace proposal, exact rejection)."""
+    """Integers Z with P(Z=z) ∝ exp(-z²/(2σ²)) (CKS 2020, Alg. 3: discrete Laplace proposal, rejection)."""
     n = _size(size)
     out = np.empty(n, dtype=np.int64)
     for start in range(0, n, _BLOCK):

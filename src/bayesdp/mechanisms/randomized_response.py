@@ -1,0 +1,86 @@
+"""Randomized response, binary and k-ary, with its unbiased count estimator (seed 003, Example 1)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from mpmath import iv
+
+from bayesdp.errors import DataError, check_positive, invalid
+from bayesdp.mechanisms.base import Mechanism, as_integers, shaped
+from bayesdp.noise import Rng, bernoulli_exp, resolve_rng
+from bayesdp.privacy import Guarantee
+
+
+@dataclass(frozen=True)
+class CountEstimate:
+    """Unbiased estimates of how many people hold each category, with their standard errors."""
+
+    counts: np.ndarray
+    stderr: np.ndarray
+
+
+class RandomizedResponse(Mechanism):
+    """Each person reports the truth with probability e^ε/(e^ε + k − 1), else one other category uniformly.
+
+    Sampled exactly: with probability e^{-γ}, γ = ln((e^ε + k − 1)/k), the report is redrawn
+    uniformly from all k categories, which gives the same output law (ε-local DP, seed 003 Ex. 1).
+    """
+
+    noise = "randomized_response"
+
+    def __init__(self, epsilon: float, categories: int = 2) -> None:
+        self.epsilon = check_positive("epsilon", epsilon)
+        if isinstance(categories, bool) or not isinstance(categories, int | np.integer) or categories < 2:
+            raise invalid("categories", categories, "an integer >= 2")
+        self.categories = int(categories)
+        self._guarantee = Guarantee(
+            self.epsilon, 0.0, relation="replace_one", unit="respondent", mechanism=self
+        )
+        denominator = math.exp(self.epsilon) + self.categories - 1
+        self.p_truth = math.exp(self.epsilon) / denominator
+        self.p_other = 1.0 / denominator
+
+    @property
+    def scale(self) -> float:
+        """The probability of reporting any one given false category."""
+        return self.p_other
+
+    @property
+    def guarantee(self) -> Guarantee:
+        return self._guarantee
+
+    def _gamma(self) -> object:
+        e, k = iv.mpf(self.epsilon), self.categories
+        return iv.log((iv.exp(e) + k - 1) / k)
+
+    def release(self, values: Any, rng: Rng | None = None) -> Any:
+        x = as_integers(values).ravel()
+        if x.size and (x.min() < 0 or x.max() >= self.categories):
+            raise DataError(
+                f"values must be categories 0..{self.categories - 1}; found {int(x.min())}..{int(x.max())}"
+            )
+        r = resolve_rng(rng)
+        gamma = math.log((math.exp(self.epsilon) + self.categories - 1) / self.categories)
+        redraw = bernoulli_exp(np.full(x.size, gamma), r, lambda _i: self._gamma())
+        out = np.where(redraw, r.integers(0, self.categories, size=x.size), x)
+        return shaped(out, values) if np.ndim(values) else int(out[0])
+
+    def estimate_counts(self, responses: Any) -> CountEstimate:
+        """N̂_c = (n_c − N q)/(p − q), Var = Σ Bernoulli variances /(p − q)² (seed 003 Ex. 1, k-ary)."""
+        y = as_integers(responses).ravel()
+        n = y.size
+        observed = np.bincount(y, minlength=self.categories).astype(np.float64)
+        if observed.size > self.categories:
+            raise DataError(f"responses must be categories 0..{self.categories - 1}")
+        p, q = self.p_truth, self.p_other
+        counts = (observed - n * q) / (p - q)
+        truth = np.clip(counts, 0, n)
+        variance = truth * p * (1 - p) + (n - truth) * q * (1 - q)
+        return CountEstimate(counts=counts, stderr=np.sqrt(variance) / (p - q))
+
+    def __repr__(self) -> str:
+        return f"RandomizedResponse(epsilon={self.epsilon:g}, categories={self.categories})"

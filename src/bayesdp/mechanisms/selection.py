@@ -1,0 +1,124 @@
+"""Private selection: the exponential mechanism and report-noisy-max (seed 004 §2; seed 002)."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from bayesdp.errors import DataError, check_positive
+from bayesdp.mechanisms.base import Mechanism, as_array
+from bayesdp.noise import Rng, bernoulli_exp, resolve_rng
+from bayesdp.privacy import Guarantee, Relation
+
+
+def _scores(candidates: Sequence[Any], utilities: Any, losses: Any) -> np.ndarray:
+    if (utilities is None) == (losses is None):
+        raise DataError("give exactly one of utilities (higher is better) or losses (lower is better)")
+    u = as_array(utilities if losses is None else losses, "utilities" if losses is None else "losses").ravel()
+    if u.size == 0 or u.size != len(candidates):
+        raise DataError(f"need one score per candidate: {len(candidates)} candidates, {u.size} scores")
+    return u if losses is None else -u
+
+
+class _Selection(Mechanism):
+    def __init__(self, epsilon: float, sensitivity: float, relation: Relation, unit: str) -> None:
+        self.epsilon = check_positive("epsilon", epsilon)
+        self.sensitivity = check_positive("sensitivity", sensitivity)
+        self._guarantee = Guarantee(self.epsilon, 0.0, relation=relation, unit=unit, mechanism=self)
+
+    @property
+    def scale(self) -> float:
+        """2Δu/ε: the utility gap that costs a factor e in selection probability."""
+        return 2 * self.sensitivity / self.epsilon
+
+    @property
+    def guarantee(self) -> Guarantee:
+        return self._guarantee
+
+    def _gaps(self, u: np.ndarray) -> np.ndarray:
+        """γ_i = ε (max u − u_i)/(2Δu) >= 0: never overflows, whatever the utilities."""
+        gaps: np.ndarray = (u.max() - u) / self.scale
+        return gaps
+
+    def select(
+        self,
+        candidates: Sequence[Any],
+        utilities: Any = None,
+        *,
+        losses: Any = None,
+        rng: Rng | None = None,
+    ) -> Any:
+        """One candidate, chosen privately."""
+        return candidates[self.select_index(_scores(candidates, utilities, losses), resolve_rng(rng))]
+
+    @abstractmethod
+    def select_index(self, utilities: np.ndarray, rng: Rng) -> int:
+        """The index chosen for these utilities."""
+
+    def release(self, values: Any, rng: Rng | None = None) -> Any:
+        """The index of the chosen entry of `values` (utilities); used by auditors."""
+        u = as_array(values).ravel()
+        return self.select_index(u, resolve_rng(rng))
+
+
+class Exponential(_Selection):
+    """P(r) ∝ exp(ε u(r)/(2Δu)) (McSherry–Talwar 2007; seed 004 uses losses: exp(−ε ℓ/(2Δ))).
+
+    Sampled exactly by rejection: propose uniformly, accept with Bernoulli(e^{−γ}), γ the gap to
+    the best utility; each round proposes as many draws as there are candidates.
+    """
+
+    noise = "exponential"
+
+    def __init__(
+        self,
+        epsilon: float,
+        sensitivity: float = 1.0,
+        *,
+        relation: Relation = "add_remove",
+        unit: str = "row",
+    ) -> None:
+        super().__init__(epsilon, sensitivity, relation, unit)
+
+    def select_index(self, utilities: np.ndarray, rng: Rng) -> int:
+        gaps = self._gaps(utilities)
+        while True:
+            proposals = rng.integers(0, gaps.size, size=gaps.size)
+            accepted = np.flatnonzero(bernoulli_exp(gaps[proposals], rng))
+            if accepted.size:
+                return int(proposals[accepted[0]])
+
+    def probabilities(self, utilities: Any) -> np.ndarray:
+        """The selection probabilities, for checks and reports (computed in float)."""
+        w = np.exp(-self._gaps(as_array(utilities).ravel()))
+        p: np.ndarray = w / w.sum()
+        return p
+
+
+class ReportNoisyMax(_Selection):
+    """Report-noisy-max with exponential noise of scale 2Δu/ε, sampled as permute-and-flip.
+
+    The two are the same distribution (Ding et al. 2021) and ε-DP (McKenna & Sheldon 2020): visit
+    the candidates in random order and stop at the first that passes Bernoulli(e^{−γ}).
+    """
+
+    noise = "report_noisy_max"
+
+    def __init__(
+        self,
+        epsilon: float,
+        sensitivity: float = 1.0,
+        *,
+        relation: Relation = "add_remove",
+        unit: str = "row",
+    ) -> None:
+        super().__init__(epsilon, sensitivity, relation, unit)
+
+    def select_index(self, utilities: np.ndarray, rng: Rng) -> int:
+        order = rng.permutation(utilities.size)
+        passed = bernoulli_exp(self._gaps(utilities)[order], rng)
+        # The best candidate has γ = 0 and always passes, so some candidate is chosen.
+        return int(order[np.argmax(passed)])

@@ -1,0 +1,103 @@
+"""AboveThreshold / sparse vector (Dwork & Roth 2014, Alg. 1 and Alg. 2) on the secure grid."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from bayesdp.errors import BudgetExhausted, check_finite, check_positive, check_positive_int
+from bayesdp.mechanisms.base import Mechanism, as_array
+from bayesdp.mechanisms.laplace import grid_steps
+from bayesdp.noise import Rng, discrete_laplace, grid_for, resolve_rng, snap
+from bayesdp.privacy import Guarantee, Relation
+
+
+class SparseVector(Mechanism):
+    """Answers "is query_i above T?" until `max_positives` positives, ε-DP in total.
+
+    Each positive closes one AboveThreshold run with ε' = ε/c (Dwork & Roth, Alg. 2): threshold
+    noise Lap(2Δ/ε'), query noise Lap(4Δ/ε'), the threshold redrawn after every positive. Values
+    and threshold are rounded to one power-of-two grid and the noise is exact discrete Laplace.
+    """
+
+    noise = "sparse_vector"
+
+    def __init__(
+        self,
+        threshold: float,
+        epsilon: float,
+        sensitivity: float = 1.0,
+        *,
+        max_positives: int = 1,
+        relation: Relation = "add_remove",
+        unit: str = "row",
+        rng: Rng | None = None,
+    ) -> None:
+        self.threshold = check_finite("threshold", threshold)
+        self.epsilon = check_positive("epsilon", epsilon)
+        self.sensitivity = check_positive("sensitivity", sensitivity)
+        self.max_positives = check_positive_int("max_positives", max_positives)
+        per_run = self.epsilon / self.max_positives
+        self.grid = grid_for(2 * self.sensitivity / per_run)
+        steps = grid_steps(self.sensitivity, self.grid)
+        self.threshold_steps_scale = 2 * steps / per_run
+        self.query_steps_scale = 4 * steps / per_run
+        self._guarantee = Guarantee(self.epsilon, 0.0, relation=relation, unit=unit, mechanism=self)
+        self._rng = resolve_rng(rng)
+        self.positives = 0
+        self._noisy_threshold = self._draw_threshold()
+
+    @property
+    def scale(self) -> float:
+        """The query noise scale in data units (4Δc/ε, rounding included)."""
+        return self.query_steps_scale * self.grid
+
+    @property
+    def guarantee(self) -> Guarantee:
+        return self._guarantee
+
+    @property
+    def remaining(self) -> int:
+        return self.max_positives - self.positives
+
+    def _draw_threshold(self) -> int:
+        t = int(snap(np.array([self.threshold]), self.grid)[0])
+        return t + int(discrete_laplace(self.threshold_steps_scale, 1, self._rng)[0])
+
+    def answer(self, values: Any) -> np.ndarray:
+        """Above/below for each query in order, stopping after the last allowed positive.
+
+        The result may be shorter than `values`: queries after the cap are not answered.
+        Raises BudgetExhausted if no positive answer is left.
+        """
+        if self.remaining == 0:
+            raise BudgetExhausted(f"all {self.max_positives} positive answers are spent")
+        q = snap(as_array(values).ravel(), self.grid)
+        out: list[np.ndarray] = []
+        start = 0
+        while start < q.size and self.remaining:
+            noisy = q[start:] + discrete_laplace(self.query_steps_scale, q.size - start, self._rng)
+            hits = np.flatnonzero(noisy >= self._noisy_threshold)
+            if hits.size == 0:
+                out.append(np.zeros(q.size - start, dtype=bool))
+                break
+            first = int(hits[0])
+            out.append(np.arange(first + 1) == first)
+            self.positives += 1
+            self._noisy_threshold = self._draw_threshold()
+            start += first + 1
+        return np.concatenate(out) if out else np.zeros(0, dtype=bool)
+
+    def release(self, values: Any, rng: Rng | None = None) -> Any:
+        """A fresh, independent run over `values` (same parameters); the original is untouched."""
+        fresh = SparseVector(
+            self.threshold,
+            self.epsilon,
+            self.sensitivity,
+            max_positives=self.max_positives,
+            relation=self._guarantee.relation,
+            unit=self._guarantee.unit,
+            rng=rng,
+        )
+        return fresh.answer(values)
