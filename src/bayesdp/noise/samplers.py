@@ -24,7 +24,7 @@ from bayesdp.noise.random import Rng, uint64
 # Relative margin around a decision boundary inside which the float path is not trusted.
 TOLERANCE = 1e-13
 _TWO63 = 2.0**-63
-_TWO64 = 2.0**-64
+_TWO32 = 2.0**-32
 _MASK63 = np.uint64(2**63 - 1)
 _SMALL_WORD = np.uint64(2**44)
 _BLOCK = 1 << 16
@@ -77,19 +77,18 @@ def bernoulli_exp(gamma: np.ndarray, rng: Rng, exact_gamma: ExactGamma | None = 
     approximation (for example of a rational computed from integers); by default it is exact.
     """
     g = np.asarray(gamma, dtype=np.float64)
-    u = uint64(rng, g.size)
+    # 32 bits per trial suffice for the fast path: only draws within 2^-31 of e^{-γ} are ambiguous,
+    # and those are refined bit by bit. exp carries a relative error of a few ulp times (1 + γ),
+    # and (1 + γ) e^{-γ} <= 1, so one absolute margin covers every γ.
+    u = uint64(rng, (g.size + 1) // 2).view(np.uint32)[: g.size]
     uf = u.astype(np.float64)
-    uf += 0.5
-    uf *= _TWO64
+    uf *= _TWO32
     c = np.exp(-g)
     accept = uf < c
-    # exp(-γ) carries a relative error of a few ulp times (1 + γ); the word, an absolute 2^-64.
-    margin = (TOLERANCE * (1.0 + g)) * c
-    margin += 4 * _TWO64
     uf -= c
-    for i in np.flatnonzero(np.abs(uf, out=uf) <= margin):
+    for i in np.flatnonzero(np.abs(uf, out=uf) <= _TWO32 * 2 + TOLERANCE):
         accept[i] = exact.below(
-            exact.LazyUniform(int(u[i]), 64, rng), _exp_minus(int(i), float(g[i]), exact_gamma)
+            exact.LazyUniform(int(u[i]), 32, rng), _exp_minus(int(i), float(g[i]), exact_gamma)
         )
     return accept
 
