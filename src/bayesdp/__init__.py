@@ -1,6 +1,7 @@
 """bayesdp: differential privacy with its Bayesian meaning."""
 
 from bayesdp import errors, noise
+from bayesdp.audit import AuditResult, audit, audit_pairs
 from bayesdp.mechanisms import (
     DiscreteGaussian,
     DiscreteLaplace,
@@ -14,6 +15,7 @@ from bayesdp.mechanisms import (
 from bayesdp.noise import rng_for_tests, secure_rng
 
 __all__ = [
+    "AuditResult",
     "DiscreteGaussian",
     "DiscreteLaplace",
     "Exponential",
@@ -22,6 +24,8 @@ __all__ = [
     "RandomizedResponse",
     "ReportNoisyMax",
     "SparseVector",
+    "audit",
+    "audit_pairs",
     "errors",
     "noise",
     "rng_for_tests",
