@@ -1,0 +1,15 @@
+"""Adaptive data analysis without overfitting: Thresholdout, the naive baseline, the Ladder, size bounds."""
+
+from bayesdp.holdout.answers import HoldoutAnswer
+from bayesdp.holdout.bounds import accuracy_bound, nips_parameters, required_holdout_size
+from bayesdp.holdout.naive import NaiveHoldout
+from bayesdp.holdout.thresholdout import ReusableHoldout
+
+__all__ = [
+    "HoldoutAnswer",
+    "NaiveHoldout",
+    "ReusableHoldout",
+    "accuracy_bound",
+    "nips_parameters",
+    "required_holdout_size",
+]
