@@ -13,6 +13,7 @@ from bayesdp.mechanisms import (
     SparseVector,
 )
 from bayesdp.noise import rng_for_tests, secure_rng
+from bayesdp.synth import Synthesizer, synthesize
 
 __all__ = [
     "AuditResult",
@@ -24,11 +25,13 @@ __all__ = [
     "RandomizedResponse",
     "ReportNoisyMax",
     "SparseVector",
+    "Synthesizer",
     "audit",
     "audit_pairs",
     "errors",
     "noise",
     "rng_for_tests",
     "secure_rng",
+    "synthesize",
 ]
 __version__ = "0.1.0"

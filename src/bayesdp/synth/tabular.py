@@ -1,0 +1,339 @@
+"""Synthetic tables from noisy marginals: MST, an AIM-style adaptive variant, and independent columns."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from bayesdp.errors import DataError, check_positive_int, invalid
+from bayesdp.mechanisms import Exponential
+from bayesdp.noise import Rng, discrete_gaussian, resolve_rng
+from bayesdp.privacy import RELATIONS, Guarantee, Relation
+from bayesdp.synth.budget import rho_for, stated
+from bayesdp.synth.encode import (
+    DEFAULT_BINS,
+    ColumnSpec,
+    categorical_spec,
+    decode,
+    discover_levels,
+    encode,
+    numeric_spec,
+)
+from bayesdp.synth.tree import TreeModel, fit_tree
+
+METHODS = ("mst", "aim", "independent")
+# Shares of the budget spent on privately discovering categorical domains, when any is needed.
+DISCOVERY_RHO_SHARE = 0.1
+DISCOVERY_DELTA_SHARE = 0.5
+# AIM (McKenna et al. 2022, Alg. 2): rounds per column, and the selection share of each round.
+AIM_ROUNDS_PER_COLUMN = 16
+AIM_SELECT_SHARE = 0.1
+_EXPECTED_ABS = math.sqrt(2.0 / math.pi)  # E|N(0,1)|
+
+
+@dataclass(frozen=True)
+class Synthesizer:
+    """A fitted private model of a table; `sample(k)` draws synthetic rows at no further privacy cost.
+
+    `guarantee` covers everything the data was used for (domain discovery, measurements,
+    selections). `edges` are the column pairs the model keeps dependent. `n_estimate` is the
+    noisy record count; `dropped` (rows outside a categorical domain) and `clipped` (numeric
+    values moved into their bounds) are curator-side diagnostics, not private.
+    """
+
+    specs: tuple[ColumnSpec, ...]
+    model: TreeModel
+    guarantee: Guarantee
+    method: str
+    n_estimate: float
+    edges: tuple[tuple[str, str], ...]
+    rho: float
+    dropped: int = 0
+    clipped: int = 0
+    discovered: tuple[str, ...] = field(default=())
+
+    @property
+    def columns(self) -> list[str]:
+        return [s.name for s in self.specs]
+
+    def sample(self, k: int | None = None, rng: Rng | None = None) -> pd.DataFrame:
+        """k synthetic rows (default: the noisy n) with the input's columns and dtypes.
+
+        Post-processing of the private model (W&Z Lemma 2.6(2)); the guarantee and explanation
+        travel in `df.attrs`. A seeded `rng` is for tests only.
+        """
+        count = max(1, round(self.n_estimate)) if k is None else check_positive_int("k", k)
+        g = resolve_rng(rng)
+        df = decode(self.model.sample(count, g), list(self.specs), g)
+        df.attrs["guarantee"] = self.guarantee
+        df.attrs["explanation"] = self.explain()
+        return df
+
+    def marginal(self, columns: list[str]) -> np.ndarray:
+        """The model's exact probability table of one or two columns (cells as in the specs)."""
+        idx = [self._index(c) for c in columns]
+        if len(idx) == 1:
+            return self.model.marginals()[idx[0]]
+        if len(idx) == 2:
+            return self.model.pair(idx[0], idx[1])
+        raise invalid("columns", columns, "one or two column names")
+
+    def _index(self, name: str) -> int:
+        if name not in self.columns:
+            raise invalid("columns", name, f"one of {self.columns}")
+        return self.columns.index(name)
+
+    def explain(self) -> str:
+        pairs = ", ".join(f"{a}~{b}" for a, b in self.edges) or "none"
+        found = f" Domains of {list(self.discovered)} were discovered privately." \
+            if self.discovered else ""
+        return (
+            f"Synthetic rows from a {self.method} model of {len(self.specs)} columns, fitted to "
+            f"noisy marginals with {self.guarantee} (ρ = {self.rho:.4g} zCDP for the "
+            f"measurements). Dependent column pairs kept: {pairs}.{found} Any number of rows may "
+            "be drawn at no further privacy cost; they carry no more information than the noisy "
+            "marginals, so their count is not a sample size and patterns beyond the kept pairs "
+            "are not preserved."
+        )
+
+
+@dataclass
+class _Measurements:
+    """Noisy marginals, averaged by inverse variance when a marginal is measured more than once."""
+
+    sizes: list[int]
+    one: dict[int, tuple[np.ndarray, float]] = field(default_factory=dict)
+    two: dict[tuple[int, int], tuple[np.ndarray, float]] = field(default_factory=dict)
+
+    def add(self, key: int | tuple[int, int], y: np.ndarray, var: float) -> None:
+        store: dict = self.one if isinstance(key, int) else self.two  # type: ignore[type-arg]
+        if key in store:
+            y0, v0 = store[key]
+            w = 1.0 / v0 + 1.0 / var
+            store[key] = ((y0 / v0 + y / var) / w, 1.0 / w)
+        else:
+            store[key] = (y.astype(np.float64), var)
+
+    def fit(self) -> tuple[TreeModel, float]:
+        d = len(self.sizes)
+        keys = list(self.two)
+        return fit_tree(
+            self.sizes, [self.one[i][0] for i in range(d)], [self.one[i][1] for i in range(d)],
+            keys, [self.two[e][0] for e in keys], [self.two[e][1] for e in keys],
+        )
+
+
+class _Data:
+    """Exact marginals of the coded table (only ever released through noise)."""
+
+    def __init__(self, codes: np.ndarray, sizes: list[int]) -> None:
+        self.codes = codes
+        self.sizes = sizes
+        self._pairs: dict[tuple[int, int], np.ndarray] = {}
+
+    def one(self, i: int) -> np.ndarray:
+        return np.bincount(self.codes[:, i], minlength=self.sizes[i])
+
+    def two(self, i: int, j: int) -> np.ndarray:
+        if (i, j) not in self._pairs:
+            ki, kj = self.sizes[i], self.sizes[j]
+            flat = np.bincount(self.codes[:, i] * kj + self.codes[:, j], minlength=ki * kj)
+            self._pairs[(i, j)] = flat.reshape(ki, kj)
+        table: np.ndarray = self._pairs[(i, j)]
+        return table
+
+
+def _noisy(counts: np.ndarray, sigma: float, rng: Rng) -> np.ndarray:
+    """Counts plus exact discrete Gaussian noise: Δ₂²/(2σ²)-zCDP (Canonne, Kamath & Steinke 2020, Thm. 14)."""
+    out: np.ndarray = counts + discrete_gaussian(sigma, counts.size, rng).reshape(counts.shape)
+    return out
+
+
+def _components(d: int, edges: list[tuple[int, int]]) -> np.ndarray:
+    comp = np.arange(d)
+    for i, j in edges:
+        comp[comp == comp[j]] = comp[i]
+    return comp
+
+
+def _quality(data: _Data, model: TreeModel, n_hat: float, pairs: list[tuple[int, int]]) -> np.ndarray:
+    """L1 error of the model's 2-way marginals, in counts (McKenna et al. 2021, MST's selection score)."""
+    return np.array([np.abs(data.two(i, j) - n_hat * model.pair(i, j)).sum() for i, j in pairs])
+
+
+def _mst(data: _Data, rho: float, s1: float, s2: float, rng: Rng) -> _Measurements:
+    """MST (McKenna, Miklau & Sheldon 2021, Alg. 1): ρ/3 on 1-way marginals, ρ/3 on a private
+    maximum spanning tree by d−1 exponential mechanisms (each ε²/8-zCDP, Cesar & Rogers 2021),
+    ρ/3 on the chosen 2-way marginals."""
+    d = len(data.sizes)
+    meas = _Measurements(data.sizes)
+    share = rho / 3.0 if d > 1 else rho
+    sigma1 = math.sqrt(d * s2 / (2.0 * share))
+    for i in range(d):
+        meas.add(i, _noisy(data.one(i), sigma1, rng), sigma1**2)
+    if d == 1:
+        return meas
+    model, n_hat = meas.fit()
+    eps_round = math.sqrt(8.0 * share / (d - 1))
+    allpairs = [(i, j) for i in range(d) for j in range(i + 1, d)]
+    score = dict(zip(allpairs, _quality(data, model, n_hat, allpairs), strict=True))
+    chosen: list[tuple[int, int]] = []
+    for _ in range(d - 1):
+        comp = _components(d, chosen)
+        cand = [p for p in allpairs if comp[p[0]] != comp[p[1]]]
+        pick = cand[Exponential(eps_round, s1).select_index(np.array([score[p] for p in cand]), rng)]
+        chosen.append(pick)
+    sigma2 = math.sqrt((d - 1) * s2 / (2.0 * share))
+    for i, j in chosen:
+        meas.add((i, j), _noisy(data.two(i, j), sigma2, rng), sigma2**2)
+    return meas
+
+
+def _aim(data: _Data, rho: float, s1: float, s2: float, rng: Rng) -> _Measurements:
+    """AIM's select-measure-refit loop (McKenna et al. 2022, Alg. 2) with the model held to a tree.
+
+    Budget per round ρ/T, T = 16d: 0.9 of it measures (σ² = Δ₂²T/(1.8ρ)), 0.1 selects
+    (ε = √(0.8ρ/T)) by the score ‖M_r(x) − M_r(p̂)‖₁ − √(2/π)σ·cells; σ halves when a measurement
+    barely moves the model; the last round spends what remains. Candidates are pairs that keep the
+    model a tree (new edges between components, or re-measurements of kept edges).
+    """
+    d = len(data.sizes)
+    rounds = AIM_ROUNDS_PER_COLUMN * d
+    meas = _Measurements(data.sizes)
+    sigma = math.sqrt(s2 * rounds / (2.0 * (1 - AIM_SELECT_SHARE) * rho))
+    eps_sel = math.sqrt(8.0 * AIM_SELECT_SHARE * rho / rounds)
+    for i in range(d):
+        meas.add(i, _noisy(data.one(i), sigma, rng), sigma**2)
+    used = d * s2 / (2.0 * sigma**2)
+    allpairs = [(i, j) for i in range(d) for j in range(i + 1, d)]
+    model, n_hat = meas.fit()
+    while d > 1 and rho - used > 1e-12 * rho:
+        remaining = rho - used
+        if remaining < 2.0 * (s2 / (2.0 * sigma**2) + eps_sel**2 / 8.0):
+            sigma = math.sqrt(s2 / (2.0 * (1 - AIM_SELECT_SHARE) * remaining))
+            eps_sel = math.sqrt(8.0 * AIM_SELECT_SHARE * remaining)
+        comp = _components(d, list(meas.two))
+        cand = [p for p in allpairs if comp[p[0]] != comp[p[1]] or p in meas.two]
+        cells = np.array([data.sizes[i] * data.sizes[j] for i, j in cand])
+        score = _quality(data, model, n_hat, cand) - _EXPECTED_ABS * sigma * cells
+        i, j = cand[Exponential(eps_sel, s1).select_index(score, rng)]
+        before = n_hat * model.pair(i, j)
+        meas.add((i, j), _noisy(data.two(i, j), sigma, rng), sigma**2)
+        used += s2 / (2.0 * sigma**2) + eps_sel**2 / 8.0
+        model, n_hat = meas.fit()
+        if np.abs(n_hat * model.pair(i, j) - before).sum() <= _EXPECTED_ABS * sigma * cells.max():
+            sigma /= 2.0
+            eps_sel *= 2.0
+    return meas
+
+
+def _independent(data: _Data, rho: float, s1: float, s2: float, rng: Rng) -> _Measurements:
+    """Every column's 1-way marginal with all of ρ, no dependence: the baseline."""
+    d = len(data.sizes)
+    meas = _Measurements(data.sizes)
+    sigma = math.sqrt(d * s2 / (2.0 * rho))
+    for i in range(d):
+        meas.add(i, _noisy(data.one(i), sigma, rng), sigma**2)
+    return meas
+
+
+_FITTERS = {"mst": _mst, "aim": _aim, "independent": _independent}
+
+
+def _specs(
+    data: pd.DataFrame,
+    bounds: dict[str, object],
+    domain: dict[str, object],
+    bins: int | dict[str, int],
+) -> tuple[list[ColumnSpec], list[str]]:
+    """Specs for the columns with public domains or bounds, and the names needing discovery."""
+    specs: list[ColumnSpec] = []
+    discover: list[str] = []
+    for name in data.columns:
+        s = data[name]
+        if name in domain:
+            specs.append(categorical_spec(name, s, domain[name]))
+        elif pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype):
+            if name not in bounds:
+                raise DataError(
+                    f"column {name!r} is numeric and has no bounds: pass bounds={{{name!r}: "
+                    "(lo, hi)}} from public knowledge (not from the data), or domain="
+                    f"{{{name!r}: [levels]}} to treat it as categorical"
+                )
+            m = bins.get(name, DEFAULT_BINS) if isinstance(bins, dict) else bins
+            specs.append(numeric_spec(name, s, bounds[name], m))
+        else:
+            discover.append(name)
+            specs.append(ColumnSpec(name, None, None, s.dtype))
+    return specs, discover
+
+
+def synthesize(
+    data: object,
+    epsilon: float,
+    delta: float = 1e-9,
+    columns: list[str] | None = None,
+    bounds: dict[str, object] | None = None,
+    method: str = "mst",
+    domain: dict[str, object] | None = None,
+    bins: int | dict[str, int] = DEFAULT_BINS,
+    relation: Relation = "add_remove",
+    strict: bool = False,
+    rng: Rng | None = None,
+) -> Synthesizer:
+    """Fit a private synthesizer to a table, (ε, δ)-DP through zCDP accounting.
+
+    Categorical levels come from `domain` (public) or are discovered privately (10% of ρ and half
+    of δ, shared by the columns that need it); numeric columns need public `bounds` and are cut
+    into `bins` equal cells, values drawn uniformly within a cell on output. Rows with a value
+    outside a declared domain are dropped and counted (`strict=True`: an error). A seeded `rng`
+    is for tests only: it makes the noise predictable.
+    """
+    if method not in METHODS:
+        raise invalid("method", method, f"one of {METHODS}")
+    if relation not in RELATIONS:
+        raise invalid("relation", relation, f"one of {RELATIONS}")
+    frame = data if isinstance(data, pd.DataFrame) else pd.DataFrame(data)  # type: ignore[call-overload]
+    if columns is not None:
+        missing = [c for c in columns if c not in frame.columns]
+        if missing:
+            raise DataError(f"columns {missing} are not in the data (it has {list(frame.columns)})")
+        frame = frame[list(columns)]
+    if frame.shape[1] == 0 or len(frame) == 0:
+        raise DataError(f"the table is empty ({frame.shape[0]} rows, {frame.shape[1]} columns)")
+    specs, discover = _specs(frame, dict(bounds or {}), dict(domain or {}), bins)
+    delta_extra = DISCOVERY_DELTA_SHARE * delta if discover else 0.0
+    rho = rho_for(epsilon, delta - delta_extra)
+    g = resolve_rng(rng)
+    s2 = 2.0 if relation == "replace_one" else 1.0  # squared L2 sensitivity of one histogram
+    s1 = 2.0 if relation == "replace_one" else 1.0  # L1 sensitivity of one histogram
+    rho_main = rho
+    if discover:
+        rho_disc = DISCOVERY_RHO_SHARE * rho
+        rho_main = rho - rho_disc
+        sigma = math.sqrt(len(discover) * s2 / (2.0 * rho_disc))
+        for k, spec in enumerate(specs):
+            if spec.name in discover:
+                levels, tau = discover_levels(frame[spec.name], sigma, delta_extra / len(discover), g)
+                if len(levels) < 2:
+                    raise DataError(
+                        f"column {spec.name!r}: {len(levels)} level(s) cleared the private "
+                        f"discovery threshold {tau:.4g}; give domain={{{spec.name!r}: [levels]}} "
+                        "or drop the column"
+                    )
+                specs[k] = categorical_spec(spec.name, frame[spec.name], levels)
+    codes, dropped, clipped = encode(frame, specs, strict)
+    sizes = [s.size for s in specs]
+    meas = _FITTERS[method](_Data(codes, sizes), rho_main, s1, s2, g)
+    model, n_hat = meas.fit()
+    names = [s.name for s in specs]
+    return Synthesizer(
+        specs=tuple(specs), model=model,
+        guarantee=stated(rho, delta - delta_extra, delta_extra, relation),
+        method=method, n_estimate=n_hat,
+        edges=tuple((names[i], names[j]) for i, j in meas.two),
+        rho=rho, dropped=dropped, clipped=clipped, discovered=tuple(discover),
+    )

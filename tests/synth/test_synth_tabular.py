@@ -1,0 +1,149 @@
+"""Synthetic tables: MST, AIM-style and independent synthesizers, accounting, schema, bad input."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+from synth_stats import within_binomial
+
+from bayesdp import rng_for_tests
+from bayesdp.errors import DataError, InvalidParameter
+from bayesdp.privacy import Guarantee
+from bayesdp.synth import synthesize
+from bayesdp.synth.budget import rho_for
+
+
+def chain_table(n: int, sizes: list[int], seed: int) -> pd.DataFrame:
+    """Columns c0 -> c1 -> ... drawn from a chain Bayesian network with random CPTs."""
+    rng = rng_for_tests(seed)
+    cols = {"c0": rng.integers(0, sizes[0], n)}
+    for j in range(1, len(sizes)):
+        cpt = rng.dirichlet(0.5 * np.ones(sizes[j]), size=sizes[j - 1])
+        cdf = np.cumsum(cpt[cols[f"c{j - 1}"]], axis=1)
+        cols[f"c{j}"] = np.minimum((rng.random(n)[:, None] > cdf).sum(axis=1), sizes[j] - 1)
+    return pd.DataFrame({k: v.astype(str) for k, v in cols.items()})
+
+
+SIZES = [2, 3, 4, 3, 2]
+DOMAIN = {f"c{j}": [str(v) for v in range(k)] for j, k in enumerate(SIZES)}
+
+
+@pytest.fixture(scope="module")
+def table() -> pd.DataFrame:
+    return chain_table(6000, SIZES, 20)
+
+
+@pytest.fixture(scope="module")
+def mst(table):
+    return synthesize(table, 1.0, 1e-9, domain=DOMAIN, rng=rng_for_tests(21))
+
+
+def test_sampled_marginals_match_the_model(mst):
+    # The correlation-breaking sampler bug (mbi#145) shows as samples far from the model's own
+    # marginals. 100,000 i.i.d. rows: every cell of every 2-way table within its binomial band
+    # at 1e-7 / (cells x pairs) per side (Bonferroni), false failure <= 2e-7 per table.
+    k = 100_000
+    df = mst.sample(k, rng=rng_for_tests(22))
+    pairs = list(itertools.combinations(mst.columns, 2))
+    for a, b in pairs:
+        ia = pd.Categorical(df[a], categories=DOMAIN[a]).codes
+        ib = pd.Categorical(df[b], categories=DOMAIN[b]).codes
+        counts = np.bincount(ia * len(DOMAIN[b]) + ib, minlength=len(DOMAIN[a]) * len(DOMAIN[b]))
+        model = mst.marginal([a, b])
+        assert abs(model.sum() - 1) < 1e-9
+        assert within_binomial(counts, k, model), (a, b)
+
+
+def test_model_is_consistent_along_the_tree(mst):
+    marg = mst.model.marginals()
+    for a, b in itertools.combinations(range(len(SIZES)), 2):
+        joint = mst.model.pair(a, b)
+        np.testing.assert_allclose(joint.sum(axis=1), marg[a], atol=1e-9)
+        np.testing.assert_allclose(joint.sum(axis=0), marg[b], atol=1e-9)
+    assert len(mst.edges) == len(SIZES) - 1
+
+
+def test_accounting_and_guarantee_travel_with_samples(mst):
+    g = mst.guarantee
+    assert g.rho == pytest.approx(rho_for(1.0, 1e-9))
+    assert g.epsilon <= 1.0 + 1e-12 and g.delta == 1e-9 and g.relation == "add_remove"
+    assert Guarantee.zcdp(g.rho, delta=1e-9).epsilon == pytest.approx(1.0, rel=1e-9)
+    df = mst.sample(10, rng=rng_for_tests(23))
+    assert df.attrs["guarantee"] == g
+    assert "no further privacy cost" in df.attrs["explanation"]
+
+
+def test_high_budget_recovers_the_tree_marginals(table):
+    # At ε = 1e4 the noise sd on a 2-way cell is about 0.2 counts of 6000, so the model's kept
+    # 2-way marginals equal the data's to within 1e-3 (20 sd of the cell noise, relative to n).
+    syn = synthesize(table, 1e4, 1e-9, domain=DOMAIN, rng=rng_for_tests(24))
+    for a, b in syn.edges:
+        real = pd.crosstab(table[a], table[b]).reindex(index=DOMAIN[a], columns=DOMAIN[b],
+                                                        fill_value=0).to_numpy() / len(table)
+        np.testing.assert_allclose(syn.marginal([a, b]), real, atol=1e-3)
+
+
+@pytest.mark.parametrize("method", ["aim", "independent"])
+def test_other_methods(table, method):
+    syn = synthesize(table, 1.0, 1e-9, domain=DOMAIN, method=method, rng=rng_for_tests(25))
+    if method == "independent":
+        assert syn.edges == ()
+    else:
+        assert 1 <= len(syn.edges) <= len(SIZES) - 1  # a forest
+    df = syn.sample(500, rng=rng_for_tests(26))
+    assert list(df.columns) == list(table.columns) and len(df) == 500
+    assert syn.guarantee.epsilon <= 1.0 + 1e-12
+
+
+def test_schema_numeric_and_integer_columns():
+    rng = rng_for_tests(27)
+    n = 3000
+    data = pd.DataFrame({
+        "age": rng.integers(18, 90, n),
+        "score": rng.normal(0, 1, n),
+        "group": rng.choice(["a", "b", "c"], n),
+    })
+    syn = synthesize(data, 2.0, 1e-6, bounds={"age": (18, 90), "score": (-4, 4)},
+                     domain={"group": ["a", "b", "c"]}, bins=8, rng=rng)
+    out = syn.sample(2000, rng=rng)
+    assert dict(out.dtypes) == dict(data.dtypes)
+    assert out["age"].between(18, 90).all() and out["score"].between(-4, 4).all()
+    assert set(out["group"]) <= {"a", "b", "c"}
+    assert syn.clipped == int((data["score"].abs() > 4).sum())
+
+
+def test_domains_are_discovered_privately():
+    # A level held by one record survives with probability <= δ/2 = 5e-10; levels held by 2,000
+    # records clear the threshold (about 140 at ε = 1) except with probability far below 1e-9.
+    rng = rng_for_tests(28)
+    col = np.array(["x"] * 2000 + ["y"] * 2000 + ["rare"])
+    data = pd.DataFrame({"a": col, "b": rng.permutation(col)})
+    syn = synthesize(data, 1.0, 1e-9, rng=rng)
+    assert syn.discovered == ("a", "b")
+    assert [list(s.levels) for s in syn.specs] == [["x", "y"], ["x", "y"]]
+    assert syn.dropped in (1, 2)
+    assert syn.guarantee.delta == pytest.approx(1e-9) and syn.guarantee.epsilon <= 1.0 + 1e-12
+
+
+def test_bad_input(table):
+    nums = pd.DataFrame({"x": np.arange(10.0), "y": ["a", "b"] * 5})
+    with pytest.raises(DataError, match=r"'x' is numeric and has no bounds.*bounds="):
+        synthesize(nums, 1.0, domain={"y": ["a", "b"]})
+    with pytest.raises(DataError, match="single value"):
+        synthesize(nums, 1.0, bounds={"x": (0, 10)}, domain={"y": ["a"]})
+    with pytest.raises(DataError, match="outside its declared domain"):
+        synthesize(nums, 1.0, bounds={"x": (0, 10)}, domain={"y": ["a", "c"]}, strict=True)
+    syn = synthesize(nums, 1.0, bounds={"x": (0, 10)}, domain={"y": ["a", "c"]},
+                     rng=rng_for_tests(29))
+    assert syn.dropped == 5
+    with pytest.raises(InvalidParameter, match="bins"):
+        synthesize(nums, 1.0, bounds={"x": (0, 10)}, domain={"y": ["a", "b"]}, bins=0)
+    with pytest.raises(InvalidParameter, match="method"):
+        synthesize(table, 1.0, domain=DOMAIN, method="gan")
+    with pytest.raises(DataError, match="not in the data"):
+        synthesize(table, 1.0, columns=["zz"])
+    with pytest.raises(InvalidParameter, match="k"):
+        synthesize(table, 1.0, domain=DOMAIN, rng=rng_for_tests(30)).sample(0)
