@@ -70,7 +70,8 @@ def audit(
 
     `mechanism` is a callable (input, size, rng) -> array with one output per run, or a bayesdp
     mechanism object (run as `release(np.full(size, input), rng=rng)`). `events` is "auto"
-    (thresholds, intervals, point masses, float structure) or a sequence of `Event`. `grid`
+    (thresholds, intervals, point masses, float structure) or a sequence of `Event`; a single
+    given event on a single pair skips the search and is tested as more likely under d0. `grid`
     declares the lattice all outputs lie on and `reachable` the known inverse of a float
     sampler (default: the mechanism's own `grid` / `reachable` attributes). `selection` runs
     per input choose the event (default max(samples/10, 10,000)), `samples` fresh runs per
@@ -266,12 +267,15 @@ def _structural(
 
 
 def _unreachable(inverse: Reachability, source: Any, j: int | None) -> Event:
+    """Outputs the sampler cannot produce from `source` (entry j of a vector input for column j)."""
+    loc = source if j is None or np.ndim(source) == 0 else np.asarray(source)[j]
+
     def contains(out: np.ndarray) -> np.ndarray:
         values = out if j is None else out[:, j]
-        return ~inverse.reachable(values, source)
+        return ~inverse.reachable(values, loc)
 
     name = "output" if j is None else f"output[{j}]"
-    return Event(f"{name} cannot be produced from input {source!r} by {inverse.description}",
+    return Event(f"{name} cannot be produced from input {loc!r} by {inverse.description}",
                  contains)
 
 
