@@ -117,3 +117,22 @@ def test_sparse_vector_passes():
                    samples=2_000, selection=1_000, alpha=ALPHA, rng=rng_for_tests(27))
     assert result.passed  # false failure <= α = 1e-6
     assert math.isfinite(result.epsilon_lower)
+
+
+def test_reusable_holdout_passes_at_its_budget_guarantee():
+    from bayesdp.holdout import ReusableHoldout
+
+    n = 100  # holdout size: replacing one record moves each holdout mean by at most 1/n
+
+    def settings(rng=None):
+        return ReusableHoldout(None, n, threshold=0.04, sigma=0.02, budget=1, rng=rng)
+
+    def answers(holdout_means, rng):
+        released = settings(rng).query_means(np.full(len(holdout_means), 0.5), holdout_means)
+        return [np.nan if a.value is None else a.value for a in released]
+
+    claim = settings().budget_guarantee
+    result = audit(per_run(answers), [0.55, 0.55], [0.56, 0.56], epsilon=claim.epsilon,
+                   delta=claim.delta, samples=1_500, selection=500, alpha=ALPHA,
+                   rng=rng_for_tests(28))
+    assert result.passed  # false failure <= α = 1e-6
