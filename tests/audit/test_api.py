@@ -103,3 +103,27 @@ def test_bad_mechanisms_and_inputs():
     bad = Event("broken", lambda out: np.zeros(3))
     with pytest.raises(DataError, match="one boolean per output"):
         audit(bayesdp.Laplace(1.0), 0, 1, epsilon=1.0, samples=100, events=[bad])
+
+
+def test_several_given_events_are_searched():
+    def shifted(x, size, rng):  # on the integers except input 1, which leaves them by 0.5
+        return rng.integers(0, 4, size) + 0.5 * x
+
+    useless = Event("output > 100", lambda out: out > 100)
+    off = Event("output is fractional", lambda out: out % 1 != 0)
+    result = audit(shifted, 0, 1, epsilon=1.0, events=[useless, off], samples=10**4,
+                   alpha=ALPHA, rng=rng_for_tests(17))
+    # "fractional" has probability 1 vs 0: ε_LB = ln(10^4/14.5) = 6.5.
+    assert result.event == "output is fractional" and not result.passed
+    assert (result.first, result.second) == (1, 0) and result.candidates == 4
+
+
+def test_declared_grid_catches_what_other_events_cannot():
+    def tenths(x, size, rng):  # multiples of 0.1; input 1 moves 30% of them half a step
+        return rng.integers(0, 10**6, size) * 0.1 + np.where(rng.random(size) < 0.3 * x, 0.05, 0)
+
+    result = audit(tenths, 0, 1, epsilon=1.0, grid=0.1, samples=10**4, alpha=ALPHA,
+                   rng=rng_for_tests(18))
+    # Off the 0.1 lattice with probability 0.3 vs 0: ε_LB ≈ ln(3,000/14.5) = 5.3.
+    assert not result.passed and result.epsilon_lower > 4
+    assert result.event == "output is not a multiple of the declared grid 0.1"
