@@ -1,0 +1,140 @@
+"""`bayesdp holdout`: answer a file of queries through the reusable holdout (Thresholdout).
+
+Each line of the query file is a column expression evaluated by DuckDB on every row of the
+train and the holdout file (CSV, Parquet or JSON); its mean over each file is one statistical
+query. Only the means leave the engine. Blank lines and lines starting with # are skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from bayesdp.errors import DataError, invalid
+from bayesdp.holdout import HoldoutAnswer, ReusableHoldout
+from bayesdp.noise import rng_for_tests
+
+READERS = {".csv": "read_csv", ".tsv": "read_csv", ".parquet": "read_parquet", ".json": "read_json"}
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "holdout",
+        help="answer adaptive queries on a reusable holdout (Thresholdout)",
+        description=(
+            "Evaluate each query (a DuckDB column expression with values in [0, 1], one per "
+            "line) on the train and holdout files and answer it with Thresholdout: the training "
+            "mean when the holdout agrees, else a noisy holdout mean that spends one unit of "
+            "budget. Prints the answers, the budget left and the privacy guarantee."
+        ),
+    )
+    parser.add_argument("--train", required=True, type=Path, help="training data (csv/parquet/json)")
+    parser.add_argument("--holdout", required=True, type=Path, help="holdout data (csv/parquet/json)")
+    parser.add_argument("--queries", required=True, type=Path, help="file with one expression per line")
+    parser.add_argument("--threshold", required=True, type=float, help="threshold T")
+    parser.add_argument("--sigma", required=True, type=float, help="Laplace scale σ of the answers")
+    parser.add_argument("--budget", required=True, type=int, help="number of overflows allowed")
+    parser.add_argument("--threshold-noise", type=float, default=None, help="default 2σ")
+    parser.add_argument("--compare-noise", type=float, default=None, help="default 4σ")
+    parser.add_argument(
+        "--clip", action="store_true", help="clip values outside [0, 1] (counted) instead of failing"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=None, help="seed for repeatable output: NOT private (tests only)"
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    queries = read_queries(args.queries)
+    con = duckdb.connect()
+    train = relation(con, args.train, "train")
+    holdout = relation(con, args.holdout, "holdout")
+    n = int(holdout.aggregate("count(*)").fetchall()[0][0])
+    if n == 0:
+        raise DataError(f"the holdout file {args.holdout} has no rows")
+    train_means: list[float] = []
+    hold_means: list[float] = []
+    clipped = 0
+    for line, expr in queries:
+        for rel, means, name in ((train, train_means, "train"), (holdout, hold_means, "holdout")):
+            mean, c = column_mean(rel, expr, args.clip, f"{name}, query line {line}")
+            means.append(mean)
+            clipped += c
+    h = ReusableHoldout(
+        None, n, threshold=args.threshold, sigma=args.sigma, budget=args.budget,
+        threshold_noise=args.threshold_noise, compare_noise=args.compare_noise,
+        rng=None if args.seed is None else rng_for_tests(args.seed),
+    )
+    answers = h.query_means(train_means, hold_means)
+    assert isinstance(answers, list)
+    show(queries, answers, h, clipped)
+    return 0
+
+
+def read_queries(path: Path) -> list[tuple[int, str]]:
+    """(line number, expression) for every non-blank, non-comment line."""
+    lines = path.read_text().splitlines()
+    queries = [(i, s.strip()) for i, s in enumerate(lines, 1) if s.strip() and not s.strip().startswith("#")]
+    if not queries:
+        raise DataError(f"the query file {path} has no queries (one DuckDB expression per line)")
+    return queries
+
+
+def relation(con: duckdb.DuckDBPyConnection, path: Path, name: str) -> Any:
+    """A lazy DuckDB relation over a CSV, Parquet or JSON file."""
+    reader = READERS.get(path.suffix.lower())
+    if reader is None:
+        raise invalid(name, str(path), f"a file ending in one of {sorted(READERS)}")
+    if not path.is_file():
+        raise FileNotFoundError(f"{name} file not found: {path}")
+    try:
+        read: Any = getattr(con, reader)
+        rel = read(str(path))
+    except duckdb.Error as exc:
+        raise DataError(f"cannot read the {name} file {path}: {exc}") from None
+    return rel
+
+
+def column_mean(rel: Any, expr: str, clip: bool, where: str) -> tuple[float, int]:
+    """Mean over rows of a [0, 1]-valued expression, computed in DuckDB; refuses NULLs and range errors."""
+    v = f"CAST(({expr}) AS DOUBLE)"
+    try:
+        row = rel.aggregate(
+            f"count(*), count({v}), min({v}), max({v}), avg(least(greatest({v}, 0), 1)), "
+            f"count(*) FILTER (WHERE {v} < 0 OR {v} > 1)"
+        ).fetchall()[0]
+    except duckdb.Error as exc:
+        raise DataError(f"{where}: cannot evaluate {expr!r}: {exc}") from None
+    rows, valued, lo, hi, mean, outside = row
+    if valued < rows:
+        raise DataError(f"{where}: {expr!r} is NULL on {rows - valued} row(s)")
+    if outside and not clip:
+        raise DataError(
+            f"{where}: {expr!r} has {outside} value(s) outside [0, 1] (min {lo}, max {hi}); "
+            "a query maps each row into [0, 1] (use --clip to clip, counted)"
+        )
+    return float(mean), int(outside)
+
+
+def show(
+    queries: list[tuple[int, str]], answers: list[HoldoutAnswer], h: ReusableHoldout, clipped: int
+) -> None:
+    out = Console()
+    table = Table(title="reusable holdout answers")
+    for col in ("line", "query", "source", "answer", "budget left"):
+        table.add_column(col, justify="right" if col in ("line", "answer", "budget left") else "left")
+    for (line, expr), a in zip(queries, answers, strict=True):
+        value = "refused" if a.value is None else f"{a.value:.6g}"
+        table.add_row(str(line), escape(expr), a.source, value, str(a.budget_left))
+    out.print(table)
+    out.print(f"budget left: {h.budget_left} of {h.budget} (holdout size {h.n})", highlight=False)
+    out.print(f"guarantee: {escape(str(h.guarantee))}", highlight=False)
+    if clipped:
+        out.print(f"clipped values: {clipped}", highlight=False)

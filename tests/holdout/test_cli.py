@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayesdp import rng_for_tests
+from bayesdp.cli import main
+
+X = rng_for_tests(41).random(500)
+
+
+@pytest.fixture()
+def files(tmp_path: Path) -> dict[str, Path]:
+    # The same x on both sides (x > 0.5 agrees exactly); y is shifted by 0.4 on the holdout.
+    for name, shift in (("train", 0.0), ("holdout", 0.4)):
+        frame = pd.DataFrame({"x": X, "y": np.clip(X + shift, 0, 1)})
+        frame.to_parquet(tmp_path / f"{name}.parquet")
+    (tmp_path / "q.txt").write_text("# comment\nx > 0.5\n\ny\ny\nx * 2\n")
+    return {p.stem: p for p in tmp_path.iterdir()}
+
+
+def _err(capsys: pytest.CaptureFixture[str]) -> str:
+    return " ".join(capsys.readouterr().err.split())  # rich wraps long lines
+
+
+def _args(files: dict[str, Path], *extra: str) -> list[str]:
+    return [
+        "holdout", "--train", str(files["train"]), "--holdout", str(files["holdout"]),
+        "--queries", str(files["q"]), "--threshold", "0.05", "--sigma", "0.001", "--budget", "1",
+        "--seed", "7", *extra,
+    ]
+
+
+def test_holdout_command_answers_and_refuses(
+    files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Gap 0 for x > 0.5 and ≈0.3 for y, with noise scales 0.002 and 0.004: a training answer,
+    # then an overflow (budget 1 -> 0), then refusals.
+    assert main(_args(files, "--clip")) == 0
+    out = capsys.readouterr().out
+    assert f"{np.mean(X > 0.5):.6g}" in out
+    assert "holdout" in out and out.count("refused") == 2 and "exhausted" in out
+    assert "budget left: 0 of 1 (holdout size 500)" in out and "guarantee: ε=" in out
+    assert f"clipped values: {2 * int(np.sum(X > 0.5))}" in out
+
+
+def test_holdout_command_reports_user_errors(
+    files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(_args(files)) == 2  # x * 2 leaves [0, 1] without --clip
+    assert "outside [0, 1]" in _err(capsys)
+    files["q"].write_text("no_such_column + 1\n")
+    assert main(_args(files)) == 2
+    assert "cannot evaluate" in _err(capsys)
+    files["q"].write_text("# only a comment\n")
+    assert main(_args(files)) == 2
+    assert "no queries" in _err(capsys)
