@@ -2,6 +2,7 @@
 
 from bayesdp import errors, noise
 from bayesdp.audit import AuditResult, audit, audit_pairs
+from bayesdp.holdout import Ladder, ReusableHoldout
 from bayesdp.mechanisms import (
     DiscreteGaussian,
     DiscreteLaplace,
@@ -21,9 +22,11 @@ __all__ = [
     "DiscreteLaplace",
     "Exponential",
     "Gaussian",
+    "Ladder",
     "Laplace",
     "RandomizedResponse",
     "ReportNoisyMax",
+    "ReusableHoldout",
     "SparseVector",
     "Synthesizer",
     "audit",
