@@ -127,3 +127,17 @@ def test_declared_grid_catches_what_other_events_cannot():
     # Off the 0.1 lattice with probability 0.3 vs 0: ε_LB ≈ ln(3,000/14.5) = 5.3.
     assert not result.passed and result.epsilon_lower > 4
     assert result.event == "output is not a multiple of the declared grid 0.1"
+
+
+def test_none_outputs_count_as_nan_and_other_objects_are_refused():
+    def refusing(x, size, rng):  # answers 1.0 w.p. 0.3 on input 0; refuses it (None) on input 1
+        r = rng.random(size)
+        out = np.where(r < 0.5, 1.0, 0.0).astype(object)
+        out[r < 0.2 + 0.3 * x] = None
+        return out
+
+    result = audit(refusing, 0, 1, epsilon=1.0, samples=10**4, alpha=ALPHA, rng=rng_for_tests(19))
+    # "output == 1.0" has probability 0.3 vs 0: ε_LB ≈ ln(3,000/14.5) = 5.3.
+    assert not result.passed and result.epsilon_lower > 4 and result.counts[1] == 0
+    with pytest.raises(DataError, match="numbers"):
+        audit(lambda x, size, rng: np.array([{}] * size), 0, 1, epsilon=1.0, samples=100)

@@ -56,6 +56,13 @@ def draw(sampler: Sampler, x: Any, size: int, rng: Rng) -> np.ndarray:
             f"the mechanism returned shape {out.shape} on input {x!r}; it must return one "
             f"output per run, i.e. an array whose first axis has length size={size}"
         )
+    if out.dtype == object:  # e.g. None for a refused answer: numbers with NaN for None
+        try:
+            out = np.where(out == None, np.nan, out).astype(np.float64)  # noqa: E711
+        except (TypeError, ValueError):
+            raise DataError(
+                "the mechanism's outputs must be numbers (None allowed), booleans or strings"
+            ) from None
     if out.ndim > 2:
         out = out.reshape(size, -1)
     if out.ndim == 2 and out.shape[1] == 1:
