@@ -13,7 +13,7 @@ from rich.markup import escape
 from bayesdp.errors import BayesdpError
 
 # Sub-command modules under bayesdp.commands, each exposing register(subparsers).
-COMMANDS: tuple[str, ...] = ("audit", "holdout")
+COMMANDS: tuple[str, ...] = ("audit", "synth", "holdout")
 
 err = Console(stderr=True)
 

@@ -104,6 +104,9 @@ def encode(data: pd.DataFrame, specs: list[ColumnSpec], strict: bool) -> tuple[n
         s = data[spec.name]
         if spec.levels is not None:
             code = pd.Index(spec.levels).get_indexer(s).astype(np.int64)
+            if (code < 0).any():  # levels given as text for a numeric column (CLI, JSON schema)
+                text = pd.Index(spec.levels.astype(str)).get_indexer(s.astype(str))
+                code = np.where(code < 0, text, code)
             outside = code < 0
             if strict and outside.any():
                 bad = pd.unique(s[outside])[:5]
@@ -127,6 +130,11 @@ def encode(data: pd.DataFrame, specs: list[ColumnSpec], strict: bool) -> tuple[n
             code = np.clip(np.searchsorted(e, x, side="right") - 1, 0, len(e) - 2)
         cols.append(code)
     codes = np.column_stack(cols) if cols else np.zeros((len(data), 0), dtype=np.int64)
+    if len(data) and not keep.any():
+        raise DataError(
+            f"all {len(data)} rows have a value outside the declared domains: check the levels "
+            "(and their types) given in domain"
+        )
     return codes[keep], int((~keep).sum()), clipped
 
 
