@@ -47,7 +47,7 @@ def as_integers(values: Any, name: str = "values") -> np.ndarray:
     x = as_array(values, name)
     if not np.all(x == np.rint(x)):
         raise DataError(
-            f"{name} must be integers; found fractional entries such as {x[x != np.rint(x)][0]!r}"
+            f"{name} must be integers; found fractional entries such as {float(x[x != np.rint(x)][0])!r}"
         )
     if x.size and np.max(np.abs(x)) >= 2.0**62:
         raise DataError(f"{name} must lie within ±2^62")

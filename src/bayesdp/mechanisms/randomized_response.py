@@ -71,7 +71,7 @@ class RandomizedResponse(Mechanism):
 
     def estimate_counts(self, responses: Any) -> CountEstimate:
         """N̂_c = (n_c − N q)/(p − q), Var = Σ Bernoulli variances /(p − q)² (seed 003 Ex. 1, k-ary)."""
-        y = as_integers(responses).ravel()
+        y = as_integers(responses, "responses").ravel()
         n = y.size
         observed = np.bincount(y, minlength=self.categories).astype(np.float64)
         if observed.size > self.categories:
