@@ -1,12 +1,26 @@
-"""The Guarantee: what a release costs, for which neighbour relation and privacy unit."""
+"""The Guarantee: what a release costs, for which neighbour relation and privacy unit.
+
+Post-processing is free: any function of a release computed without going back to the data
+keeps the release's guarantee (Dwork 2006; Wasserman & Zhou 2010, Lemma 2.6). Only new
+accesses to the data cost budget, and they compose (see `bayesdp.privacy.accounting`).
+"""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
 
-from bayesdp.errors import InvalidParameter, check_delta, check_nonnegative, invalid
+from bayesdp.errors import (
+    InvalidParameter,
+    check_delta,
+    check_nonnegative,
+    check_positive_int,
+    invalid,
+)
+
+if TYPE_CHECKING:
+    from bayesdp.privacy.semantics import SemanticPrivacy
 
 Relation = Literal["add_remove", "replace_one"]
 RELATIONS: tuple[str, ...] = ("add_remove", "replace_one")
@@ -14,10 +28,11 @@ RELATIONS: tuple[str, ...] = ("add_remove", "replace_one")
 
 @dataclass(frozen=True)
 class Guarantee:
-    """(ε, δ)-DP, or ρ-zCDP when `rho` is set, per `unit` under the neighbour `relation` (Dwork 2006, Def. 2).
+    """(ε, δ)-DP, or ρ-zCDP when `rho` is set, per `unit` under neighbour `relation` (Dwork 2006).
 
     `mechanism` is the mechanism that produced it (None for a stated guarantee); tight
-    accountants use it to know the noise. It does not take part in equality.
+    accountants use it to know the noise. It does not take part in equality. When `rho` is
+    set, the guarantee is both ρ-zCDP and (ε, δ)-DP.
     """
 
     epsilon: float
@@ -47,7 +62,7 @@ class Guarantee:
         unit: str = "row",
         mechanism: Any = None,
     ) -> Guarantee:
-        """ρ-zCDP, with ε reported at `delta` by ε = ρ + 2√(ρ ln(1/δ)) (Bun & Steinke 2016, Prop. 1.3)."""
+        """ρ-zCDP, stated at `delta` as ε = ρ + 2√(ρ ln(1/δ)) (Bun & Steinke 2016, Prop. 1.3)."""
         r = check_nonnegative("rho", rho)
         d = check_delta("delta", delta)
         if d == 0 and r > 0:
@@ -60,9 +75,106 @@ class Guarantee:
         return self.delta == 0.0 and self.rho is None
 
     def __str__(self) -> str:
-        head = f"ρ={self.rho:.6g}-zCDP (ε={self.epsilon:.6g}, δ={self.delta:.3g})" if self.rho is not None \
+        head = (
+            f"ρ={self.rho:.6g}-zCDP (ε={self.epsilon:.6g}, δ={self.delta:.3g})"
+            if self.rho is not None
             else (f"ε={self.epsilon:.6g}" + (f", δ={self.delta:.3g}" if self.delta else ""))
+        )
         return f"{head} per {self.unit} ({self.relation.replace('_', '/')} neighbours)"
+
+    # -- composition and conversion ------------------------------------------------------
+
+    def __add__(self, other: Guarantee) -> Guarantee:
+        """Basic composition: ε, δ (and ρ) add (Dwork et al. 2006; Dwork & Roth 2014, Thm 3.16)."""
+        if not isinstance(other, Guarantee):
+            return NotImplemented
+        from bayesdp.privacy.accounting import compose
+
+        return compose([self, other], method="basic")
+
+    def __radd__(self, other: Any) -> Guarantee:
+        """Lets `sum(guarantees)` start from 0."""
+        if isinstance(other, int) and other == 0:
+            return self
+        return NotImplemented
+
+    def group(self, k: int, *, unit: str | None = None) -> Guarantee:
+        """Any k units at once: kε, δΣ_{j<k}e^{jε} ≤ k·e^{(k−1)ε}·δ, k²ρ (Vadhan 2017, L. 2.2).
+
+        The ρ factor is Bun & Steinke 2016, Prop. 1.9. `unit` names the new privacy unit.
+        """
+        k = check_positive_int("k", k)
+        if unit is None:
+            unit = self.unit if k == 1 else f"group of {k} {self.unit}s"
+        return self._scaled(k, unit=unit, relation=self.relation)
+
+    def to_relation(self, relation: Relation) -> Guarantee:
+        """Restate under another neighbour relation (Dwork 2006, Remark 2.1; seed 003).
+
+        A replacement is a removal then an addition, so add/remove (ε, δ) gives replace-one
+        (2ε, (1 + e^ε)δ), and ρ-zCDP gives 4ρ. The converse does not hold: replace-one
+        neighbours always have the same size, so a replace-one guarantee says nothing when a
+        row is added or removed (a mechanism may publish n exactly).
+        """
+        if relation not in RELATIONS:
+            raise invalid("relation", relation, f"one of {RELATIONS}")
+        if relation == self.relation:
+            return self
+        if relation == "add_remove":
+            raise InvalidParameter(
+                "relation='add_remove' is not allowed from a replace_one guarantee: replace-one "
+                "neighbours keep the size, so nothing bounds what adding or removing a row "
+                "reveals; state the mechanism's guarantee under add/remove instead"
+            )
+        return self._scaled(2, unit=self.unit, relation=relation)
+
+    def _scaled(self, k: int, *, unit: str, relation: Relation) -> Guarantee:
+        """Group privacy for k steps along a chain of neighbours (Dwork & Roth 2014, Thm 2.2)."""
+        if k == 1:
+            return replace(self, unit=unit, relation=relation, mechanism=None)
+        e = self.epsilon
+        # δ(1 + e^ε + ... + e^{(k-1)ε}): a geometric sum, written to stay exact at ε = 0.
+        factor = k if e == 0 else math.expm1(k * e) / math.expm1(e)
+        delta = self.delta * factor
+        if delta >= 1:
+            raise InvalidParameter(
+                f"k={k} is not allowed: the group guarantee would have δ={delta:.3g} >= 1, "
+                "which protects nothing"
+            )
+        rho = None if self.rho is None else k * k * self.rho
+        return Guarantee(k * e, delta, relation=relation, unit=unit, rho=rho)
+
+    # -- meaning (bayesdp.privacy.semantics) ---------------------------------------------
+
+    def semantic(self, n: int) -> SemanticPrivacy:
+        """Semantic privacy on databases of n rows (Kasiviswanathan & Smith, Thms 2.2 and 2.4)."""
+        from bayesdp.privacy.semantics import semantic
+
+        return semantic(self, n)
+
+    def posterior(self, prior: float) -> float:
+        """Largest posterior on a yes/no fact about one person from prior p: pe^ε/(1 − p + pe^ε)."""
+        from bayesdp.privacy.semantics import posterior
+
+        return posterior(self, prior)
+
+    def tradeoff(self, alpha: float) -> float:
+        """Smallest type-II error of any test at type-I error α (Kairouz et al. 2015, Thm 2.1)."""
+        from bayesdp.privacy.semantics import tradeoff
+
+        return tradeoff(self, alpha)
+
+    def min_total_error(self) -> float:
+        """min(α + β) = 2(1 − δ)/(1 + e^ε) over all tests (Kairouz, Oh & Viswanath 2015)."""
+        from bayesdp.privacy.semantics import min_total_error
+
+        return min_total_error(self)
+
+    def explain(self, n: int | None = None, prior: float | None = None) -> str:
+        """A short paragraph in plain words on what this guarantee lets an adversary conclude."""
+        from bayesdp.privacy.semantics import explain
+
+        return explain(self, n=n, prior=prior)
 
 
 def _epsilon(value: Any) -> float:

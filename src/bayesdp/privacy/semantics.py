@@ -1,0 +1,377 @@
+"""What a guarantee means: semantic privacy (Kasiviswanathan & Smith, seed 000), tests, posteriors.
+
+Seed 000 compares the adversary's posterior when the real data are used (b̄₀[·|t]) with the
+posterior when record i is replaced by a default (b̄ᵢ[·|t]), for every prior: DP bounds that
+posterior-to-posterior distance, whatever the side knowledge. It does not bound how far the
+posterior moves from the prior, which a correlated prior can make large (the smoking example).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bayesdp.errors import (
+    DataError,
+    check_delta,
+    check_finite,
+    check_open_unit,
+    check_positive_int,
+    invalid,
+)
+from bayesdp.privacy.guarantee import Guarantee
+
+# Tail mass beyond which bayes_check folds a discrete Laplace count into its end points.
+TAIL = 1e-9
+# Largest joint table bayes_check builds (databases × transcripts).
+MAX_CELLS = 20_000_000
+
+
+@dataclass(frozen=True)
+class SemanticPrivacy:
+    """(ε, δ)-semantic privacy (KS Defs. 2.1, 2.3): SD(b̄₀[·|t], b̄ᵢ[·|t]) <= ε.
+
+    With probability at least 1 − δ over the data and the transcript, for every prior and every
+    i. `holds` says whether a theorem applies; when it does not, ε = δ = 1 (the trivial bound:
+    no semantic guarantee follows) and `reason` says why.
+    """
+
+    epsilon: float
+    delta: float
+    holds: bool
+    reason: str
+
+    @property
+    def informative(self) -> bool:
+        """True when the bound says something: it holds and ε < 1 and δ < 1 (SD is at most 1)."""
+        return self.holds and self.epsilon < 1 and self.delta < 1
+
+
+def ks_formula(epsilon: float, delta: float, n: int) -> tuple[float, float, bool]:
+    """(ε', δ', precondition): KS Thm 2.2 (e^ε − 1, 0) or Thm 2.4 (e^{3ε} − 1 + 2√(nδ), 4√(nδ)).
+
+    The raw formula: the numbers are a guarantee only when the precondition
+    δ < (1 − e^{−ε})²/n holds; `semantic()` never reports them otherwise.
+    """
+    e = check_finite("epsilon", epsilon)
+    d = check_delta("delta", delta)
+    n = check_positive_int("n", n)
+    if d == 0:
+        return math.expm1(e), 0.0, True
+    r = math.sqrt(n * d)
+    return math.expm1(3 * e) + 2 * r, 4 * r, d < precondition_threshold(e, n)
+
+
+def precondition_threshold(epsilon: float, n: int) -> float:
+    """(1 − e^{−ε})²/n ≈ ε²/n: Thm 2.4 needs δ below it (Kasiviswanathan & Smith, Thm 2.4)."""
+    return math.expm1(-epsilon) ** 2 / n
+
+
+def semantic(g: Guarantee, n: int) -> SemanticPrivacy:
+    """Semantic privacy of `g` on databases of n rows (Kasiviswanathan & Smith, Thms 2.2, 2.4)."""
+    n = check_positive_int("n", n)
+    e, d = g.epsilon, g.delta
+    eps, dlt, ok = ks_formula(e, d, n)
+    if not ok:
+        thr = precondition_threshold(e, n)
+        return SemanticPrivacy(
+            1.0,
+            1.0,
+            False,
+            f"δ={d:.3g} is not below (1 − e^−ε)²/n = {thr:.3g} (ε={e:.3g}, n={n}): Theorem 2.4 "
+            "does not apply and no semantic guarantee follows; δ must be far below ε²/n",
+        )
+    which = "Theorem 2.2 (ε-DP)" if d == 0 else "Theorem 2.4 ((ε, δ)-DP)"
+    note = "" if eps < 1 and dlt < 1 else "; vacuous, since a statistical distance never exceeds 1"
+    return SemanticPrivacy(eps, dlt, True, f"{which}: ε'={eps:.3g}, δ'={dlt:.3g}{note}")
+
+
+def dp_from_semantic(epsilon: float, delta: float = 0.0) -> Guarantee:
+    """The converse (KS Thm 2.2: ε/2-SP ⇒ 3ε-DP for ε ≤ 0.45; Thm 2.4: (ε, δ)-SP ⇒ (3ε, 2δ)-DP).
+
+    `epsilon`, `delta` are semantic-privacy parameters. The DP is under replace-one neighbours,
+    the relation in which seed 000 states DP (databases of n entries, one entry changed).
+    """
+    d = check_delta("delta", delta)
+    e = check_finite("epsilon", epsilon)
+    if d == 0:
+        if not 0 < e <= 0.225:
+            raise invalid("epsilon", epsilon, "in (0, 0.225] (Thm 2.2 needs ε/2-SP with ε ≤ 0.45)")
+        return Guarantee(6 * e, relation="replace_one")
+    if not 0 < e <= 0.45:
+        raise invalid("epsilon", epsilon, "in (0, 0.45] (Thm 2.4's converse)")
+    if 2 * d >= 1:
+        raise invalid("delta", delta, "< 0.5, so that 2δ < 1")
+    return Guarantee(3 * e, 2 * d, relation="replace_one")
+
+
+def posterior(g: Guarantee, prior: float) -> float:
+    """Largest posterior from prior p: p·e^ε/(1 − p + p·e^ε) (Bayes with likelihood ratio ≤ e^ε).
+
+    With δ > 0 the bound is not point-wise: it may fail on outputs of total probability about
+    δ (KS Lemma 3.3, part 2).
+    """
+    p = check_open_unit("prior", prior)
+    return 1.0 / (1.0 + (1.0 - p) / p * math.exp(-g.epsilon))
+
+
+def tradeoff(g: Guarantee, alpha: float) -> float:
+    """β(α) = max{0, 1 − δ − e^ε α, e^{−ε}(1 − δ − α)} (Kairouz, Oh & Viswanath 2015, Thm 2.1)."""
+    a = check_finite("alpha", alpha)
+    if not 0 <= a <= 1:
+        raise invalid("alpha", alpha, "in [0, 1]")
+    e, d = g.epsilon, g.delta
+    return max(0.0, 1 - d - math.exp(e) * a, math.exp(-e) * (1 - d - a))
+
+
+def min_total_error(g: Guarantee) -> float:
+    """min over tests of α + β = 2(1 − δ)/(1 + e^ε) (Kairouz, Oh & Viswanath 2015, Thm 2.1)."""
+    return 2 * (1 - g.delta) / (1 + math.exp(g.epsilon))
+
+
+def explain(g: Guarantee, n: int | None = None, prior: float | None = None) -> str:
+    """A short paragraph for a data owner: what an adversary can and cannot conclude (seed 000)."""
+    nn = None if n is None else check_positive_int("n", n)
+    p = None if prior is None else check_open_unit("prior", prior)
+    e, d, unit = g.epsilon, g.delta, g.unit
+    out = [f"This release is {g}."]
+    out.append(_explain_pure(g) if d == 0 else _explain_delta(g, nn))
+    caveat = " (except on outputs of total probability about δ)" if d > 0 else ""
+    if p is None:
+        out.append(
+            f"A yes/no fact about one {unit} believed with probability 50% beforehand can be "
+            f"believed with at most {posterior(g, 0.5):.1%} afterwards, and a 1% belief can rise "
+            f"to at most {posterior(g, 0.01):.2%}{caveat}."
+        )
+    else:
+        out.append(
+            f"A yes/no fact about one {unit} believed with probability {p:.3g} beforehand can be "
+            f"believed with probability at most {posterior(g, p):.3g} afterwards{caveat}."
+        )
+    out.append(
+        f"No test can tell whether a given {unit}'s data were used with type-I plus type-II "
+        f"error below {min_total_error(g):.3g} (guessing gives 1). Nothing stops conclusions "
+        f"that hold for the whole population from applying to that {unit}, whether or not "
+        "they took part."
+    )
+    out.append(
+        "Privacy loss adds up: this release together with earlier ones about the same people "
+        "costs the sum of their ε and δ under basic composition (tighter accountants exist, "
+        "and a Ledger keeps the total). Anything computed from the released numbers alone "
+        f"costs nothing more (ε={e:.3g} is this release's share)."
+    )
+    return " ".join(out)
+
+
+def _explain_pure(g: Guarantee) -> str:
+    bar = math.expm1(g.epsilon)
+    if bar >= 1:
+        return (
+            f"At ε={g.epsilon:.3g} the semantic bound e^ε − 1 = {bar:.3g} is at least 1 and says "
+            "nothing; the posterior and testing bounds below still do."
+        )
+    return (
+        f"Whatever an adversary knew beforehand, what they conclude about any one {g.unit} is "
+        f"nearly what they would conclude had that {g.unit}'s data been replaced: the two "
+        f"beliefs differ by at most e^ε − 1 = {bar:.3g} in statistical distance "
+        "(Kasiviswanathan & Smith, Thm 2.2)."
+    )
+
+
+def _explain_delta(g: Guarantee, n: int | None) -> str:
+    e, d, unit = g.epsilon, g.delta, g.unit
+    if n is None:
+        return (
+            f"Because δ={d:.3g} > 0 the guarantee may fail outright with probability about δ, "
+            f"and it means something only if δ is far below ε²/n (Kasiviswanathan & Smith, "
+            f"Thm 2.4): for fewer than about ε²/δ = {e * e / d:.3g} {unit}s; pass n to check."
+        )
+    thr = precondition_threshold(e, n)
+    sp = semantic(g, n)
+    if not sp.holds:
+        return (
+            f"The rule δ ≪ ε²/n fails: for n={n}, δ={d:.3g} is not below (1 − e^−ε)²/n = "
+            f"{thr:.3g}, so no semantic guarantee follows; a mechanism with these parameters "
+            f"may publish about nδ = {n * d:.3g} records in the clear."
+        )
+    verdict = "." if sp.informative else "; here that bound is at least 1 and says nothing."
+    return (
+        f"For n={n}, δ={d:.3g} is below (1 − e^−ε)²/n = {thr:.3g} (the rule δ ≪ ε²/n), so "
+        f"whatever an adversary knew beforehand, with probability at least 1 − {sp.delta:.3g} "
+        f"their beliefs about any one {unit} with and without that {unit}'s data differ by at "
+        f"most {sp.epsilon:.3g} in statistical distance (Kasiviswanathan & Smith, Thm 2.4)"
+        + verdict
+    )
+
+
+# -- the Bayesian adversary on small discrete worlds ----------------------------------------
+
+
+@dataclass(frozen=True)
+class BayesCheck:
+    """Result of bayes_check: the largest SD(b̄₀[·|t], b̄ᵢ[·|t]) and where it is attained.
+
+    `prior_shift` is the largest SD between the prior and the real-world posterior of one
+    record's value (the prior-to-posterior change, which DP does not bound).
+    """
+
+    distance: float
+    record: int
+    transcript: Any
+    prior_shift: float
+
+
+Pmf = Callable[[np.ndarray], np.ndarray]
+
+
+def product_prior(marginals: Any) -> np.ndarray:
+    """Joint prior over databases from one pmf per record: rows of `marginals`, independent."""
+    m = np.asarray(marginals, dtype=np.float64)
+    if m.ndim != 2 or m.shape[0] < 1 or np.any(m < 0) or not np.allclose(m.sum(axis=1), 1.0):
+        raise invalid("marginals", marginals, "a 2-d array whose rows are pmfs (one per record)")
+    joint = m[0]
+    for row in m[1:]:  # one step per record (n <= 8), not per database
+        joint = np.multiply.outer(joint, row)
+    return np.asarray(joint)
+
+
+def bayes_check(
+    mechanism: Any, records: Sequence[Any], prior: Any, *, default: Any = None
+) -> BayesCheck:
+    """Exact KS posteriors b̄₀[·|t] (real data), b̄ᵢ[·|t] (record i set to `default`) (seed 000, §2).
+
+    `records` is the finite record domain; `prior` is a joint pmf over databases, an n-d array
+    with every axis of length len(records) (n <= 8; product_prior builds independent ones).
+    `mechanism` is a RandomizedResponse (transcripts: all response vectors), a DiscreteLaplace
+    releasing the sum of the records (folded into its end points beyond tail mass 1e-9, which is
+    post-processing), or a callable mapping an (m, n) array of databases to an (m, T) array of
+    output pmfs. A transcript possible in one world and impossible in the other counts as
+    distance 1.
+    """
+    domain = list(records)
+    size = len(domain)
+    if size < 2:
+        raise invalid("records", records, "a record domain with at least 2 values")
+    b = np.asarray(prior, dtype=np.float64)
+    n = b.ndim
+    if not 1 <= n <= 8 or any(s != size for s in b.shape):
+        raise invalid("prior", f"array of shape {b.shape}", f"an n-d array (n <= 8) of {size}s")
+    if np.any(b < 0) or not math.isclose(float(b.sum()), 1.0, rel_tol=1e-9):
+        raise invalid("prior", "array", "a pmf: non-negative and summing to 1")
+    if default is None:
+        default = domain[0]
+    if default not in domain:
+        raise invalid("default", default, f"one of the records {domain}")
+    pmf, labels = _mechanism_pmf(mechanism, domain, n)
+    index = np.indices(b.shape).reshape(n, -1).T  # every database, as record indices
+    values = np.asarray(domain)[index]
+    if index.shape[0] * len(labels) > MAX_CELLS:
+        raise invalid("prior", f"{index.shape[0]} databases", "a smaller world")
+    p_out = _checked_pmf(pmf(values), index.shape[0], len(labels))
+    weights = b.ravel()
+    post0, live0 = _posterior(p_out, weights)
+    best = (-1.0, 0, 0)
+    for i in range(n):  # one pass per record position (n <= 8)
+        moved = index.copy()
+        moved[:, i] = domain.index(default)
+        post_i, live_i = _posterior(p_out[np.ravel_multi_index(moved.T, b.shape)], weights)
+        sd = 0.5 * np.abs(post0 - post_i).sum(axis=0)
+        sd = np.where(live0 & live_i, sd, np.where(live0 | live_i, 1.0, 0.0))
+        t = int(np.argmax(sd))
+        if sd[t] > best[0]:
+            best = (float(sd[t]), i, t)
+    return BayesCheck(best[0], best[1], labels[best[2]], _prior_shift(b, post0, live0))
+
+
+def _posterior(p_out: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bayes: columns of P(t | x)·b[x], normalised over x (zero where t is impossible)."""
+    joint = p_out * weights[:, None]
+    total = joint.sum(axis=0)
+    live = total > 0
+    return joint / np.where(live, total, 1.0), live
+
+
+def _prior_shift(b: np.ndarray, post0: np.ndarray, live: np.ndarray) -> float:
+    """max over i, t of SD(prior of x_i, posterior of x_i given t in the real world)."""
+    n, shape = b.ndim, b.shape
+    post = post0[:, live].reshape(*shape, -1)
+    worst = 0.0
+    for i in range(n):  # one pass per record position (n <= 8)
+        others = tuple(j for j in range(n) if j != i)
+        prior_i = b.sum(axis=others)
+        post_i = post.sum(axis=others)
+        worst = max(worst, float((0.5 * np.abs(post_i - prior_i[:, None]).sum(axis=0)).max()))
+    return worst
+
+
+def _checked_pmf(p: Any, rows: int, cols: int) -> np.ndarray:
+    out = np.asarray(p, dtype=np.float64)
+    if out.shape != (rows, cols):
+        raise DataError(f"the mechanism's pmf has shape {out.shape}; expected ({rows}, {cols})")
+    if np.any(out < 0) or not np.allclose(out.sum(axis=1), 1.0, rtol=0, atol=1e-9):
+        raise DataError("the mechanism's pmf rows must be non-negative and sum to 1")
+    return out
+
+
+def _mechanism_pmf(mechanism: Any, domain: list[Any], n: int) -> tuple[Pmf, list[Any]]:
+    """The output pmf on databases and the transcript labels, for the mechanisms we can compute."""
+    kind = getattr(mechanism, "noise", None)
+    if kind == "randomized_response":
+        return _rr_pmf(float(mechanism.epsilon), int(mechanism.categories), domain, n)
+    if kind == "discrete_laplace":
+        return _dlap_count_pmf(float(mechanism.scale), float(mechanism.sensitivity), domain, n)
+    if kind is None and callable(mechanism):
+        probe = np.asarray(mechanism(np.asarray([[domain[0]] * n])))
+        labels = list(range(probe.shape[-1])) if probe.ndim == 2 else []
+        return mechanism, labels
+    raise invalid(
+        "mechanism",
+        mechanism,
+        "RandomizedResponse, DiscreteLaplace, or a callable returning output pmfs",
+    )
+
+
+def _rr_pmf(epsilon: float, k: int, domain: list[Any], n: int) -> tuple[Pmf, list[Any]]:
+    """k-ary randomized response on each record: truth w.p. e^ε/(e^ε + k − 1) (seed 003, Ex. 1)."""
+    if domain != list(range(k)):
+        raise invalid("records", domain, f"the categories 0..{k - 1} of the mechanism")
+    outs = np.indices((k,) * n).reshape(n, -1).T  # every response vector
+    truth = math.exp(epsilon) / (math.exp(epsilon) + k - 1)
+    other = 1.0 / (math.exp(epsilon) + k - 1)
+
+    def pmf(databases: np.ndarray) -> np.ndarray:
+        x = databases.astype(np.int64)
+        same = x[:, None, :] == outs[None, :, :]
+        return np.asarray(np.where(same, truth, other).prod(axis=2))
+
+    return pmf, [tuple(int(v) for v in row) for row in outs]
+
+
+def _dlap_count_pmf(
+    scale: float, sensitivity: float, domain: list[Any], n: int
+) -> tuple[Pmf, list[Any]]:
+    """Sum of the records plus discrete Laplace noise, P(z) ∝ e^{−|z|/scale} (CKS 2020, Def. 2)."""
+    vals = np.asarray(domain, dtype=np.float64)
+    if not np.all(vals == np.rint(vals)) or float(vals.max() - vals.min()) > sensitivity:
+        raise invalid(
+            "records", domain, f"integers within a range of the sensitivity {sensitivity:g}"
+        )
+    q = math.exp(-1.0 / scale)
+    width = max(1, math.ceil(math.log(TAIL) / math.log(q)))
+    lo = int(vals.min()) * n - width
+    hi = int(vals.max()) * n + width
+    support = np.arange(lo, hi + 1)
+
+    def pmf(databases: np.ndarray) -> np.ndarray:
+        s = databases.astype(np.float64).sum(axis=1).astype(np.int64)
+        z = support[None, :] - s[:, None]
+        p = (1 - q) / (1 + q) * q ** np.abs(z).astype(np.float64)
+        p[:, 0] = q ** (s - lo).astype(np.float64) / (1 + q)  # P(Z <= lo − s), folded
+        p[:, -1] = q ** (hi - s).astype(np.float64) / (1 + q)  # P(Z >= hi − s), folded
+        return np.asarray(p)
+
+    return pmf, [int(v) for v in support]
