@@ -1,0 +1,286 @@
+"""Markov-quilt calibration: σ_max = max_i min_Q card(X_N)/(ε − e(X_Q|X_i)) and its DP→BDP dual.
+
+Song, Wang & Chaudhuri 2017, Alg. MQM (Sec. 4): σ(X_Q) = card(X_N)/(ε − e(X_Q|X_i)) when
+e < ε, σ_i = min_Q σ(X_Q), σ_max = max_i σ_i; the trivial quilt caps σ_max at T/ε.
+
+For a time-homogeneous chain the influence of quilt {X_{i−a}, X_{i+b}} depends on (a, b) and on
+whether each side exists, so only quilts with card ≤ D matter once every node has a quilt scoring
+at most score(card = D+1): the search doubles D until that holds, evaluates the D end nodes on
+each side one by one and one interior node (all interior nodes score alike for a stationary start
+or BDP; for the worst start the score does not increase with i). Memory and time depend on D
+(about ε·σ_max), not on the length T.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bayesdp.correlated.chain import ChainClass, MarkovChain
+from bayesdp.correlated.influence import (
+    ApproxTerms,
+    ChainTerms,
+    chain_influence,
+    check_notion,
+    maxplus,
+)
+from bayesdp.errors import InvalidParameter, check_positive, check_positive_int, invalid
+
+METHODS: tuple[str, ...] = ("exact", "approx")
+MAX_WINDOW = 1 << 14
+
+
+@dataclass(frozen=True)
+class QuiltCalibration:
+    """The worst node, its best Markov quilt and the resulting noise scale (MQM, Song et al. 2017).
+
+    `sigma` is the Laplace scale per unit of Lipschitz constant; `node` is 0-based (a name for a
+    network); `quilt` lists the quilt's nodes (empty: the trivial quilt, i.e. group privacy);
+    `nearby` is card(X_N) (the node and the nodes between it and the quilt).
+    """
+
+    sigma: float
+    node: Any
+    quilt: tuple[Any, ...]
+    influence: float
+    nearby: int
+
+    @property
+    def trivial(self) -> bool:
+        """True when no quilt beats group privacy over the whole sequence."""
+        return not self.quilt
+
+
+@dataclass(frozen=True)
+class Objective:
+    """score(card, e) to minimize over quilts and maximize over nodes, with score ≥ floor(card)."""
+
+    score: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    floor: Callable[[float], float]
+
+
+def sigma_objective(epsilon: float) -> Objective:
+    """card/(ε − e) for e < ε, ∞ otherwise (MQM, Song et al. 2017)."""
+
+    def score(card: np.ndarray, e: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(e < epsilon, card / (epsilon - e), np.inf)
+
+    return Objective(score, lambda c: c / epsilon)
+
+
+def forward_objective(epsilon_dp: float) -> Objective:
+    """(|N_i| + 1)·ε' + e (Zhao et al. 2017 via the MQM proof; reference note §3)."""
+
+    def score(card: np.ndarray, e: np.ndarray) -> np.ndarray:
+        return np.asarray(card * epsilon_dp + e)
+
+    return Objective(score, lambda c: c * epsilon_dp)
+
+
+@dataclass(frozen=True)
+class _Best:
+    score: float
+    node: int
+    a: int | None
+    b: int | None
+    influence: float
+    nearby: int
+
+
+class _Search:
+    """One pass of the windowed search at window D over the terms of every θ in Θ."""
+
+    def __init__(self, terms: Sequence[Any], length: int, window: int, obj: Objective) -> None:
+        self.terms, self.T, self.D, self.obj = terms, length, window, obj
+        self.prefix: np.ndarray | None = None
+        if all(t.left_core is not None for t in terms):
+            core = np.max([maxplus(t.left_core, t.right_core) for t in terms], axis=0)
+            idx = np.arange(1, window + 1)
+            s = obj.score((idx[:, None] + idx[None, :] - 1).astype(np.float64), core)
+            self.prefix = np.minimum.accumulate(np.minimum.accumulate(s, axis=0), axis=1)
+
+    def node(self, i: int, full: bool = False) -> _Best | float:
+        """min over windowed quilts of node i (1-based); with full=True also the argmin."""
+        T, D, obj = self.T, self.D, self.obj
+        na, nb = min(i - 1, D), min(T - i, D)
+        rows = [t.left_rows(i, na) for t in self.terms]
+        cols = [t.right_rows(i, nb) for t in self.terms]
+        lefts = [r for r, _ in rows]
+        rights = [c for c, _ in cols]
+        core_a = 0 if full or self.prefix is None else min(n for _, n in rows)
+        core_b = 0 if full or self.prefix is None else min(n for _, n in cols)
+        cands: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        # trivial quilt, then left-none (a = i), right-none (b = T-i+1), then both sides
+        cands.append((np.array([T], float), np.zeros(1), np.array([i]), np.array([T - i + 1])))
+        if nb:
+            b = np.arange(1, nb + 1)
+            e = np.max([r.max(axis=1) for r in rights], axis=0)
+            cands.append(((i + b - 1).astype(float), e, np.full(nb, i), b))
+        if na:
+            a = np.arange(1, na + 1)
+            e = np.max([r.max(axis=1) for r in lefts], axis=0)
+            cands.append(((a + T - i).astype(float), e, a, np.full(na, T - i + 1)))
+        if na and nb:
+            blocks = []
+            if core_a < na:
+                blocks.append((slice(core_a, na), slice(0, nb)))
+            if core_b < nb and core_a:
+                blocks.append((slice(0, core_a), slice(core_b, nb)))
+            for ra, rb in blocks:
+                e = np.max([maxplus(lt[ra], rt[rb]) for lt, rt in zip(lefts, rights, strict=True)],
+                           axis=0)
+                ga, gb = np.meshgrid(np.arange(ra.start + 1, ra.stop + 1),
+                                     np.arange(rb.start + 1, rb.stop + 1), indexing="ij")
+                cands.append(((ga + gb - 1).ravel().astype(float), e.ravel(), ga.ravel(), gb.ravel()))
+        card = np.concatenate([c[0] for c in cands])
+        infl = np.concatenate([c[1] for c in cands])
+        scores = obj.score(card, infl)
+        best = float(scores.min())
+        if core_a and core_b:
+            assert self.prefix is not None
+            best = min(best, float(self.prefix[core_a - 1, core_b - 1]))
+        if not full:
+            return best
+        j = int(np.argmin(scores))
+        a_j = int(np.concatenate([c[2] for c in cands])[j])
+        b_j = int(np.concatenate([c[3] for c in cands])[j])
+        return _Best(float(scores[j]), i, a_j if a_j < i else None,
+                     b_j if b_j <= T - i else None, float(infl[j]), int(card[j]))
+
+    def run(self) -> tuple[float, int]:
+        """max over nodes of the windowed min, and a node attaining it."""
+        T, D = self.T, self.D
+        ends = list(range(1, min(D, T) + 1)) + list(range(max(D + 1, T - D + 1), T + 1))
+        interior: list[int] = []
+        if D + 1 <= T - D:
+            policy = {t.interior for t in self.terms}
+            interior = list(range(D + 1, T - D + 1)) if "varying" in policy else [D + 1]
+        worst, arg = -math.inf, 1
+        for i in ends + interior:
+            v = self.node(i)
+            assert isinstance(v, float)
+            if v > worst:
+                worst, arg = v, i
+        return worst, arg
+
+
+def chain_models(model: Any, method: str) -> tuple[list[MarkovChain], tuple[float, float] | None]:
+    """The chains of Θ (exact method) or its bounds (approx method)."""
+    if method not in METHODS:
+        raise invalid("method", method, f"one of {METHODS}")
+    if isinstance(model, MarkovChain):
+        chains: list[MarkovChain] = [model]
+        cls = ChainClass((model,))
+    elif isinstance(model, ChainClass):
+        chains, cls = list(model.chains), model
+    else:
+        raise invalid("model", type(model).__name__, "a MarkovChain, ChainClass or BayesianNetwork")
+    if method == "approx":
+        for c in chains:
+            c.require_ergodic("the approximate method (eigengap bound)")
+        return chains, cls.approx_bounds()
+    if not chains:
+        raise InvalidParameter(
+            "method='exact' needs a finite set of chains; a ChainClass given by bounds "
+            "(pi_min, eigengap) supports method='approx' only"
+        )
+    return chains, None
+
+
+def chain_search(model: Any, length: int, obj: Objective, method: str, notion: str) -> _Best:
+    """Exact max_i min_Q score over every node and quilt of chains of length T (windowed search)."""
+    T = check_positive_int("length", length)
+    check_notion(notion)
+    chains, bounds = chain_models(model, method)
+    for c in chains:
+        c.require_irreducible("the exact max-influence")
+    if bounds is None and any(c.period != 1 for c in chains):
+        # A periodic chain keeps some P^t entry at 0 between two states for every
+        # t, so every non-trivial quilt has infinite influence: only the trivial quilt applies.
+        trivial = float(obj.score(np.array([float(T)]), np.zeros(1))[0])
+        return _Best(trivial, 1, None, None, 0.0, T)
+    window = min(T, 16)
+    while True:
+        if bounds is None:
+            terms: list[Any] = [ChainTerms(c, T, notion, window) for c in chains]
+        else:
+            terms = [ApproxTerms(bounds[0], bounds[1], notion, window)]
+        search = _Search(terms, T, window, obj)
+        value, node = search.run()
+        if window >= T - 1 or value <= obj.floor(window + 1):
+            result = search.node(node, full=True)
+            assert isinstance(result, _Best)
+            return result
+        # value > floor(D+1); a window of ceil(value/floor(1)) is then enough (value only drops
+        # as the window grows), but grow at most geometrically: value may fall a lot.
+        grown = 2 * window
+        if math.isfinite(value):
+            grown = min(grown, math.ceil(value / obj.floor(1.0)))
+        if grown > MAX_WINDOW and T - 1 > MAX_WINDOW:
+            raise InvalidParameter(
+                f"the exact calibration needs quilts wider than {MAX_WINDOW} nodes for this model "
+                "(records stay correlated over very long distances); use method='approx' or a "
+                "shorter length"
+            )
+        window = min(grown, T)
+
+
+def _to_calibration(best: _Best, sigma: float) -> QuiltCalibration:
+    i = best.node
+    quilt = tuple(n - 1 for n in ((i - best.a) if best.a else None,
+                                  (i + best.b) if best.b else None) if n is not None)
+    return QuiltCalibration(sigma, i - 1, quilt, best.influence if quilt else 0.0, best.nearby)
+
+
+def quilt_calibration(model: Any, length: int | None, epsilon: float, method: str = "exact",
+                      notion: str = "pufferfish") -> QuiltCalibration:
+    """σ_max = max_i min_Q card(X_N)/(ε − e(X_Q|X_i)) over every node (MQM, Song et al. 2017, Alg. 2).
+
+    `model` is a MarkovChain, a ChainClass or a BayesianNetwork (length None or its node count).
+    method="exact" uses the closed-form max-influence (MQMExact), "approx" the eigengap bound
+    2δ_a + δ_b, or 2δ_a + 2δ_b for notion="bdp" (MQMApprox). The trivial quilt caps σ at T/ε.
+    """
+    eps = check_positive("epsilon", epsilon)
+    check_notion(notion)
+    from bayesdp.correlated.network import BayesianNetwork
+
+    if isinstance(model, BayesianNetwork):
+        return model.calibration(eps, length=length, method=method, notion=notion)
+    if length is None:
+        raise invalid("length", length, "a positive integer (the number of records in a chain)")
+    best = chain_search(model, length, sigma_objective(eps), method, notion)
+    return _to_calibration(best, best.score)
+
+
+def max_influence(model: Any, node: Any, quilt: Sequence[Any], notion: str = "pufferfish", *,
+                  length: int | None = None) -> float:
+    """e(X_Q | X_i): closed form for a chain (F/B/μ, sup over Θ for a ChainClass), exact inference
+    for a BayesianNetwork; notion="bdp" takes the sup over what the adversary knows (Zhao et al.
+    2017, Eq. 6). Chain nodes are 0-based; a chain quilt has at most one node on each side."""
+    check_notion(notion)
+    from bayesdp.correlated.network import BayesianNetwork
+
+    if isinstance(model, BayesianNetwork):
+        return model.max_influence(node, quilt, notion)
+    chains, _ = chain_models(model, "exact")
+    T = check_positive_int("length", length) if length is not None else 0
+    if T == 0:
+        raise invalid("length", length, "a positive integer (the number of records in a chain)")
+    if isinstance(node, bool) or not isinstance(node, int | np.integer) or not 0 <= node < T:
+        raise invalid("node", node, f"an integer in 0..{T - 1}")
+    q = sorted(int(v) for v in quilt)
+    left = [v for v in q if v < node]
+    right = [v for v in q if v > node]
+    if len(left) > 1 or len(right) > 1 or len(left) + len(right) != len(q) or (q and q[0] < 0) \
+            or (q and q[-1] >= T):
+        raise invalid("quilt", tuple(quilt), f"at most one node before and one after {node}, in 0..{T - 1}")
+    a = node - left[0] if left else None
+    b = right[0] - node if right else None
+    for c in chains:
+        c.require_irreducible("the exact max-influence")
+    return max(chain_influence(c, T, int(node) + 1, a, b, notion) for c in chains)
