@@ -2,6 +2,7 @@
 
 from bayesdp import errors, noise
 from bayesdp.audit import AuditResult, audit, audit_pairs
+from bayesdp.correlated import BayesianNetwork, MarkovChain, MarkovQuiltMechanism
 from bayesdp.holdout import Ladder, ReusableHoldout
 from bayesdp.mechanisms import (
     DiscreteGaussian,
@@ -18,12 +19,15 @@ from bayesdp.synth import Synthesizer, synthesize
 
 __all__ = [
     "AuditResult",
+    "BayesianNetwork",
     "DiscreteGaussian",
     "DiscreteLaplace",
     "Exponential",
     "Gaussian",
     "Ladder",
     "Laplace",
+    "MarkovChain",
+    "MarkovQuiltMechanism",
     "RandomizedResponse",
     "ReportNoisyMax",
     "ReusableHoldout",
