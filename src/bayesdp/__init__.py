@@ -15,6 +15,7 @@ from bayesdp.mechanisms import (
     SparseVector,
 )
 from bayesdp.noise import rng_for_tests, secure_rng
+from bayesdp.privacy import Guarantee, SemanticPrivacy, compose
 from bayesdp.synth import Synthesizer, synthesize
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "DiscreteLaplace",
     "Exponential",
     "Gaussian",
+    "Guarantee",
     "Ladder",
     "Laplace",
     "MarkovChain",
@@ -31,10 +33,12 @@ __all__ = [
     "RandomizedResponse",
     "ReportNoisyMax",
     "ReusableHoldout",
+    "SemanticPrivacy",
     "SparseVector",
     "Synthesizer",
     "audit",
     "audit_pairs",
+    "compose",
     "errors",
     "noise",
     "rng_for_tests",

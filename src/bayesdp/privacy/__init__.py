@@ -7,13 +7,25 @@ from bayesdp.privacy.accounting import (
     zcdp_epsilon_simple,
 )
 from bayesdp.privacy.guarantee import RELATIONS, Guarantee, Relation
+from bayesdp.privacy.semantics import (
+    BayesCheck,
+    SemanticPrivacy,
+    bayes_check,
+    dp_from_semantic,
+    product_prior,
+)
 
 __all__ = [
     "METHODS",
     "RELATIONS",
+    "BayesCheck",
     "Guarantee",
     "Relation",
+    "SemanticPrivacy",
+    "bayes_check",
     "compose",
+    "dp_from_semantic",
+    "product_prior",
     "zcdp_epsilon",
     "zcdp_epsilon_simple",
 ]
