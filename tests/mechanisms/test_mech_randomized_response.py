@@ -89,3 +89,13 @@ def test_estimate_on_a_known_table() -> None:
     np.testing.assert_allclose(est.counts, [(40 - 25) / 0.5, (60 - 25) / 0.5])
     v = np.array([30 * 3 / 16 + 70 * 3 / 16, 70 * 3 / 16 + 30 * 3 / 16])
     np.testing.assert_allclose(est.stderr, np.sqrt(v) / 0.5)
+
+
+def test_scalar_in_scalar_out_and_shapes_kept() -> None:
+    rr = RandomizedResponse(1.0, categories=3)
+    rng = rng_for_tests(9)
+    assert isinstance(rr.release(2, rng=rng), int)
+    assert isinstance(rr(np.int64(1), rng=rng), int)
+    for shape in [(4,), (2, 3), (0,)]:
+        out = rr.release(np.zeros(shape, dtype=np.int64), rng=rng)
+        assert out.shape == shape and out.dtype == np.int64
