@@ -160,13 +160,33 @@ class _Search:
         if D + 1 <= T - D:
             policy = {t.interior for t in self.terms}
             interior = list(range(D + 1, T - D + 1)) if "varying" in policy else [D + 1]
-        worst, arg = -math.inf, 1
-        for i in ends + interior:
-            v = self.node(i)
-            assert isinstance(v, float)
-            if v > worst:
-                worst, arg = v, i
-        return worst, arg
+        nodes = ends + interior
+        if self.prefix is not None and all(t.homogeneous for t in self.terms):
+            values = self._homogeneous(np.array(nodes))
+        else:
+            values = np.array([self.node(i) for i in nodes])
+        j = int(np.argmax(values))
+        return float(values[j]), nodes[j]
+
+    def _homogeneous(self, nodes: np.ndarray) -> np.ndarray:
+        """Windowed min of many nodes at once when every node sees the same core terms."""
+        assert self.prefix is not None
+        T, D, obj = self.T, self.D, self.obj
+        na, nb = np.minimum(nodes - 1, D), np.minimum(T - nodes, D)
+        steps = np.arange(1, D + 1)
+        e_right = np.max([t.right_core.max(axis=1) for t in self.terms], axis=0)
+        e_left = np.max([t.left_core.max(axis=1) for t in self.terms], axis=0)
+        col = nodes[:, None].astype(np.float64)
+        left_none = obj.score(col + steps - 1, e_right[None, :])  # a = i: card i + b - 1
+        right_none = obj.score(steps + T - col, e_left[None, :])  # b = T-i+1: card a + T - i
+        best = np.minimum(
+            np.where(steps <= nb[:, None], left_none, np.inf).min(axis=1),
+            np.where(steps <= na[:, None], right_none, np.inf).min(axis=1),
+        )
+        best = np.minimum(best, float(obj.score(np.array([float(T)]), np.zeros(1))[0]))
+        both = (na >= 1) & (nb >= 1)
+        best[both] = np.minimum(best[both], self.prefix[na[both] - 1, nb[both] - 1])
+        return np.asarray(best)
 
 
 def chain_models(model: Any, method: str) -> tuple[list[MarkovChain], tuple[float, float] | None]:

@@ -92,6 +92,8 @@ class ChainTerms:
             self.left_core = None
         # How σ_i behaves on interior nodes (both quilt sides inside the window):
         # identical; non-increasing in i (worst start: B_{i-1} decreases); or varying.
+        # homogeneous: every node's terms are the core rows (no node-dependent start, no BDP edge)
+        self.homogeneous = not bdp and self.kind == "stationary"
         if bdp or self.kind == "stationary":
             self.interior = "constant"
         else:
@@ -147,6 +149,7 @@ class ApproxTerms:
     """
 
     interior = "constant"
+    homogeneous = True
     left_core: np.ndarray
     right_core: np.ndarray
 
