@@ -21,7 +21,7 @@ from bayesdp.noise import grid_for
 
 
 def laplace_tail(scale: float, count: int, beta: float) -> float:
-    """w with P(any of `count` grid-Laplace(b) draws exceeds w) <= β, as P(|Z|g > w) <= 2e^{-w/b}/(1+p)."""
+    """w with P(any of `count` grid-Laplace(b) draws > w) <= β: P(|Z|g > w) <= 2e^{-w/b}/(1+p), CKS 2020."""
     p = math.exp(-grid_for(scale) / scale)
     return scale * math.log(2.0 * count / ((1.0 + p) * beta))
 
@@ -29,26 +29,6 @@ def laplace_tail(scale: float, count: int, beta: float) -> float:
 def generalization_error(epsilon: float, n: int, queries: int, beta: float) -> float:
     """τ_gen = max(3ε, 3·sqrt(ln(8m/β)/n)): then 4m·exp(−τ_gen² n/9) <= β/2 (seed 002, Lemma 1)."""
     return max(3.0 * epsilon, 3.0 * math.sqrt(math.log(8.0 * queries / beta) / n))
-
-
-def noise_error(
-    budget: int,
-    queries: int,
-    beta: float,
-    *,
-    threshold: float,
-    sigma: float,
-    threshold_noise: float,
-    compare_noise: float,
-) -> float:
-    """Largest distance between an answer and the holdout mean, except with probability β/2."""
-    g0 = min(grid_for(threshold_noise), grid_for(compare_noise))
-    overflows = min(budget, queries)
-    eta = laplace_tail(compare_noise, queries, beta / 6)
-    gamma = laplace_tail(threshold_noise, overflows + 1, beta / 6)
-    xi = laplace_tail(sigma, overflows, beta / 6)
-    train_side = threshold + g0 / 2 + grid_for(compare_noise) / 2 + gamma + eta
-    return max(train_side, xi + grid_for(sigma) / 2)
 
 
 def accuracy_bound(
@@ -69,15 +49,15 @@ def accuracy_bound(
     """
     if epsilon is None:
         epsilon = budget * thresholdout_cost(n, sigma, threshold_noise, compare_noise).overflow
-    noise = noise_error(
-        budget,
-        queries,
-        beta,
-        threshold=threshold,
-        sigma=sigma,
-        threshold_noise=threshold_noise,
-        compare_noise=compare_noise,
-    )
+    # Distance between an answer and the holdout mean, except with probability β/2: a training
+    # answer is within T + |γ| + |η| (plus grid rounding), a holdout answer within |ξ|.
+    g0 = min(grid_for(threshold_noise), grid_for(compare_noise))
+    overflows = min(budget, queries)
+    eta = laplace_tail(compare_noise, queries, beta / 6)
+    gamma = laplace_tail(threshold_noise, overflows + 1, beta / 6)
+    xi = laplace_tail(sigma, overflows, beta / 6)
+    train_side = threshold + g0 / 2 + grid_for(compare_noise) / 2 + gamma + eta
+    noise = max(train_side, xi + grid_for(sigma) / 2)
     return noise + generalization_error(epsilon, n, queries, beta)
 
 
