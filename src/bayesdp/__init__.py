@@ -17,6 +17,17 @@ from bayesdp.mechanisms import (
 from bayesdp.noise import rng_for_tests, secure_rng
 from bayesdp.privacy import Guarantee, SemanticPrivacy, compose
 from bayesdp.synth import Synthesizer, synthesize
+from bayesdp.tables import (
+    Release,
+    count,
+    count_units,
+    histogram,
+    mean,
+    quantile,
+    std,
+    sum,
+    table,
+)
 
 __all__ = [
     "AuditResult",
@@ -31,6 +42,7 @@ __all__ = [
     "MarkovChain",
     "MarkovQuiltMechanism",
     "RandomizedResponse",
+    "Release",
     "ReportNoisyMax",
     "ReusableHoldout",
     "SemanticPrivacy",
@@ -39,10 +51,18 @@ __all__ = [
     "audit",
     "audit_pairs",
     "compose",
+    "count",
+    "count_units",
     "errors",
+    "histogram",
+    "mean",
     "noise",
+    "quantile",
     "rng_for_tests",
     "secure_rng",
+    "std",
+    "sum",
     "synthesize",
+    "table",
 ]
 __version__ = "0.1.0"

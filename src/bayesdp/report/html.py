@@ -1,0 +1,80 @@
+"""A self-contained HTML report of a table release (plots embedded as PNG)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from bayesdp.tables.release import Release
+
+_STYLE = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}
+table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 7px;
+text-align:right}th{background:#f3f3f3}pre{white-space:pre-wrap;background:#f8f8f8;padding:1em}
+.note{color:#555;font-size:13px}"""
+
+
+def _plot(release: Release, name: str) -> str:
+    """One aggregate across groups with its intervals as error bars, as a base64 PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    est = release.estimates[name]
+    agg = release.plan.steps[name].aggregate
+    value, low, high = (np.atleast_2d(a.T).T if a.ndim == 1 else a for a in (est.value, est.low, est.high))
+    labels = _labels(release)
+    fig, ax = plt.subplots(figsize=(7, 0.35 * max(len(labels), 4) + 1.2))
+    y = np.arange(len(labels))
+    for j in range(value.shape[1]):
+        off = (j - (value.shape[1] - 1) / 2) * 0.8 / value.shape[1]
+        ax.errorbar(value[:, j], y + off, xerr=[value[:, j] - low[:, j], high[:, j] - value[:, j]],
+                    fmt="o", ms=3, capsize=2)
+    ax.set_yticks(y, labels)
+    ax.set_title(f"{name} = {agg.describe()} (bars: {1 - release.alpha:.0%} intervals)", fontsize=10)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _labels(release: Release) -> list[str]:
+    keys = release.keys
+    if keys.shape[1] == 0:
+        return ["all"]
+    return [", ".join(str(v) for v in row) for row in keys.itertuples(index=False)]
+
+
+def write_release_report(release: Release, path: str | Path, *, title: str = "Private release",
+                         n: int | None = None) -> Path:
+    """Write the report: released table, one plot per aggregate, budget split, explanation."""
+    out = Path(path)
+    df = release.to_pandas()
+    plan_rows = release.plan.table()
+    plan_html = "<table><tr>" + "".join(f"<th>{html.escape(k)}</th>" for k in plan_rows[0]) + "</tr>"
+    for r in plan_rows:
+        plan_html += "<tr>" + "".join(
+            f"<td>{html.escape(f'{v:.6g}' if isinstance(v, float) else str(v if v is not None else ''))}</td>"
+            for v in r.values()) + "</tr>"
+    plan_html += "</table>"
+    plots = "".join(f'<img alt="{html.escape(name)}" src="data:image/png;base64,{_plot(release, name)}">'
+                    for name in release.estimates)
+    caveats = "".join(f"<li>{html.escape(c)}</li>" for c in release.caveats())
+    body = f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>
+<p><b>Guarantee:</b> {html.escape(str(release.guarantee))}. {len(df)} group(s) released.</p>
+<h2>Released values</h2>{df.to_html(index=False, float_format=lambda v: f"{v:.6g}")}
+<ul class="note">{caveats}</ul>
+<h2>Plots</h2>{plots}
+<h2>Budget split</h2><pre>{html.escape(release.plan.describe())}</pre>{plan_html}
+<h2>What the guarantee means</h2><p>{html.escape(release.guarantee.explain(n))}</p>
+</body></html>"""
+    out.write_text(body, encoding="utf-8")
+    return out

@@ -1,0 +1,145 @@
+"""The aggregations a release can ask for: pure descriptions, validated when built."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bayesdp.errors import InvalidParameter, check_finite, check_open_unit, check_positive, invalid
+
+# Each aggregate's budget is split over its noisy parts by these fractions (documented default).
+PARTS: dict[str, tuple[tuple[str, float], ...]] = {
+    "count_units": (("count", 1.0),),
+    "count": (("count", 1.0),),
+    "sum": (("sum", 1.0),),
+    "histogram": (("counts", 1.0),),
+    "mean": (("count", 0.5), ("sum", 0.5)),
+    "std": (("count", 1 / 3), ("sum", 1 / 3), ("squares", 1 / 3)),
+    "quantile": (("count", 1 / 6), ("value", 1 / 2), ("low", 1 / 6), ("high", 1 / 6)),
+}
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """One aggregation: its kind, value column, clipping bounds and share of the budget.
+
+    `weight` (default 1) sets its share of the release's budget; `epsilon` fixes its ε
+    directly (Laplace noise only); the remaining budget goes to the others by weight.
+    """
+
+    kind: str
+    column: str | None = None
+    bounds: tuple[float, float] | None = None
+    q: float | None = None
+    edges: tuple[float, ...] | None = None
+    weight: float = 1.0
+    epsilon: float | None = None
+
+    @property
+    def parts(self) -> tuple[tuple[str, float], ...]:
+        return PARTS[self.kind]
+
+    def describe(self) -> str:
+        if self.kind in ("count_units", "count"):
+            return f"{self.kind}()"
+        if self.kind == "histogram":
+            assert self.edges is not None
+            lo, hi = self.edges[0], self.edges[-1]
+            return f"histogram({self.column!r}, {len(self.edges) - 1} bins over [{lo:g}, {hi:g}])"
+        assert self.bounds is not None
+        extra = f", {self.q:g}" if self.q is not None else ""
+        return f"{self.kind}({self.column!r}{extra}, bounds=({self.bounds[0]:g}, {self.bounds[1]:g}))"
+
+
+def _bounds(bounds: Any) -> tuple[float, float]:
+    if bounds is None:
+        raise InvalidParameter(
+            "bounds=None is not allowed: bounds must be (lo, hi), public limits chosen without "
+            "looking at the data (values outside are clipped and counted)"
+        )
+    try:
+        lo, hi = bounds
+    except (TypeError, ValueError):
+        raise invalid("bounds", bounds, "a pair (lo, hi) of finite numbers with lo < hi") from None
+    lo, hi = check_finite("bounds[0]", lo), check_finite("bounds[1]", hi)
+    if not lo < hi:
+        raise invalid("bounds", bounds, "a pair (lo, hi) of finite numbers with lo < hi")
+    return lo, hi
+
+
+def _column(column: Any) -> str:
+    if not isinstance(column, str) or not column:
+        raise invalid("column", column, "a column name (non-empty string)")
+    return column
+
+
+def _budget(weight: Any, epsilon: Any) -> tuple[float, float | None]:
+    w = check_positive("weight", weight)
+    e = None if epsilon is None else check_positive("epsilon", epsilon)
+    return w, e
+
+
+def count_units(*, weight: float = 1.0, epsilon: float | None = None) -> Aggregate:
+    """Number of distinct privacy units in each group (sensitivity 1 per group a unit keeps)."""
+    return Aggregate("count_units", weight=_budget(weight, epsilon)[0], epsilon=_budget(weight, epsilon)[1])
+
+
+def count(*, weight: float = 1.0, epsilon: float | None = None) -> Aggregate:
+    """Number of rows in each group after bounding (sensitivity max_rows_per_group)."""
+    return Aggregate("count", weight=_budget(weight, epsilon)[0], epsilon=_budget(weight, epsilon)[1])
+
+
+def sum(column: str, bounds: Sequence[float] | None = None, *, weight: float = 1.0,
+        epsilon: float | None = None) -> Aggregate:
+    """Sum of `column` clipped to `bounds` (sensitivity max(|lo|, |hi|) per row)."""
+    w, e = _budget(weight, epsilon)
+    return Aggregate("sum", _column(column), _bounds(bounds), weight=w, epsilon=e)
+
+
+def mean(column: str, bounds: Sequence[float] | None = None, *, weight: float = 1.0,
+         epsilon: float | None = None) -> Aggregate:
+    """Mean of `column` clipped to `bounds`: mid + noisy centred sum / noisy count."""
+    w, e = _budget(weight, epsilon)
+    return Aggregate("mean", _column(column), _bounds(bounds), weight=w, epsilon=e)
+
+
+def std(column: str, bounds: Sequence[float] | None = None, *, weight: float = 1.0,
+        epsilon: float | None = None) -> Aggregate:
+    """Standard deviation of `column` clipped to `bounds`, from noisy centred moments."""
+    w, e = _budget(weight, epsilon)
+    return Aggregate("std", _column(column), _bounds(bounds), weight=w, epsilon=e)
+
+
+def quantile(column: str, q: float = 0.5, bounds: Sequence[float] | None = None, *,
+             weight: float = 1.0, epsilon: float | None = None) -> Aggregate:
+    """The q-quantile of `column` clipped to `bounds`, by the exponential mechanism (Smith 2011)."""
+    w, e = _budget(weight, epsilon)
+    return Aggregate("quantile", _column(column), _bounds(bounds), q=check_open_unit("q", q),
+                     weight=w, epsilon=e)
+
+
+def histogram(column: str, bins: int | Sequence[float] = 10, bounds: Sequence[float] | None = None,
+              *, weight: float = 1.0, epsilon: float | None = None) -> Aggregate:
+    """Counts of `column` per bin: `bins` equal bins over `bounds`, or explicit increasing edges."""
+    w, e = _budget(weight, epsilon)
+    if isinstance(bins, int) and not isinstance(bins, bool):
+        if bins < 1:
+            raise invalid("bins", bins, "a positive number of bins or a list of increasing edges")
+        lo, hi = _bounds(bounds)
+        edges = tuple(lo + (hi - lo) * i / bins for i in range(bins + 1))
+    else:
+        try:
+            edges = tuple(check_finite("bins", b) for b in bins)  # type: ignore[union-attr]
+        except TypeError:
+            raise invalid("bins", bins, "a positive number of bins or a list of increasing edges") from None
+        if len(edges) < 2 or any(not a < b for a, b in itertools.pairwise(edges)):
+            raise invalid("bins", bins, "at least two strictly increasing finite edges")
+        if bounds is not None:
+            raise InvalidParameter("give either bins as edges or bins as a count with bounds, not both")
+    if not all(math.isfinite(e) for e in edges):
+        raise invalid("bins", bins, "finite edges")
+    return Aggregate("histogram", _column(column), (edges[0], edges[-1]), edges=edges, weight=w,
+                     epsilon=e)

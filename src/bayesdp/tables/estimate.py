@@ -1,0 +1,160 @@
+"""Noise, estimates and confidence intervals from exact bounded aggregates (engine independent).
+
+Every interval covers the noise only (not the bias from clipping or bounding, which the release
+reports as counts beside it): with probability at least 1 - α the exact bounded value lies in
+it. An aggregate made of several noisy parts gives each part α/parts (union bound), and the
+interval is the range of the estimator over the parts' intervals (interval arithmetic).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from bayesdp.noise import Rng
+from bayesdp.tables.aggregates import Aggregate
+from bayesdp.tables.engines.base import Cells, ExactAggregates, Measure
+from bayesdp.tables.plan import Step
+
+# Quantiles snap values to this many grid cells between the bounds (Smith 2011 on the grid).
+QUANTILE_CELLS = 1 << 22
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Noisy values and their interval per released group (for histograms, per group and bin)."""
+
+    value: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+
+
+def measure_of(agg: Aggregate) -> Measure:
+    assert agg.column is not None and agg.bounds is not None
+    return Measure(agg.column, *agg.bounds)
+
+
+def cells_of(agg: Aggregate) -> Cells:
+    assert agg.column is not None and agg.bounds is not None
+    return Cells(agg.column, agg.bounds[0], agg.bounds[1], QUANTILE_CELLS)
+
+
+def _noisy(step: Step, part: str, exact: np.ndarray, alpha: float, rng: Rng) -> tuple[np.ndarray, float]:
+    mech = step.parts[part].mechanism
+    return np.asarray(mech.release(exact, rng), dtype=np.float64), float(mech.interval(alpha))
+
+
+def _ratio_range(s_lo: np.ndarray, s_hi: np.ndarray, n_lo: np.ndarray, n_hi: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Range of S/n over S in [s_lo, s_hi], n in [n_lo, n_hi] with n_lo > 0."""
+    low = np.where(s_lo < 0, s_lo / n_lo, s_lo / n_hi)
+    high = np.where(s_hi > 0, s_hi / n_lo, s_hi / n_hi)
+    return low, high
+
+
+def estimate(step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float,
+             rng: Rng) -> Estimate:
+    """The noisy value and interval of one aggregate for the groups at `index` (-1: empty group)."""
+    agg = step.aggregate
+    a = alpha / len(agg.parts)
+    present = index >= 0
+    if agg.kind in ("count_units", "count"):
+        base = exact.units if agg.kind == "count_units" else exact.rows
+        v, w = _noisy(step, "count", _take(base, index, present), a, rng)
+        return Estimate(v, np.maximum(v - w, 0.0), v + w)
+    if agg.kind == "histogram":
+        counts = exact.bins[next(b for b in exact.bins if b.edges == agg.edges and b.column == agg.column)]
+        v, w = _noisy(step, "counts", _take(counts, index, present), a, rng)
+        return Estimate(v, np.maximum(v - w, 0.0), v + w)
+    if agg.kind == "quantile":
+        return _quantile(step, exact, index, present, alpha, rng)
+    mom = _take(exact.moments[measure_of(agg)], index, present)
+    n, s, sq = mom[:, 0], mom[:, 1], mom[:, 2]
+    assert agg.bounds is not None
+    lo, hi = agg.bounds
+    if agg.kind == "sum":
+        v, w = _noisy(step, "sum", s, a, rng)
+        return Estimate(v, v - w, v + w)
+    mid, r = (lo + hi) / 2, (hi - lo) / 2
+    n_hat, wn = _noisy(step, "count", n, a, rng)
+    s_hat, ws = _noisy(step, "sum", s - n * mid, a, rng)
+    n_lo, n_hi = np.maximum(n_hat - wn, 1.0), np.maximum(n_hat + wn, 1.0)
+    unknown = n_hat - wn < 1.0
+    n_use = np.maximum(n_hat, 1.0)
+    e1_lo, e1_hi = _ratio_range(s_hat - ws, s_hat + ws, n_lo, n_hi)
+    e1_lo, e1_hi = np.clip(e1_lo, -r, r), np.clip(e1_hi, -r, r)
+    if agg.kind == "mean":
+        value = np.clip(mid + s_hat / n_use, lo, hi)
+        return Estimate(value, np.where(unknown, lo, mid + e1_lo), np.where(unknown, hi, mid + e1_hi))
+    # std: Y = Σ((x-mid)² - r²/2) released; E[(x-mid)²] = Y/n + r²/2 (population variance).
+    y_hat, wy = _noisy(step, "squares", sq - 2 * mid * s + n * mid * mid - n * r * r / 2, a, rng)
+    e2 = np.clip(y_hat / n_use + r * r / 2, 0.0, r * r)
+    var = np.clip(e2 - np.clip(s_hat / n_use, -r, r) ** 2, 0.0, r * r)
+    e2_lo, e2_hi = _ratio_range(y_hat - wy, y_hat + wy, n_lo, n_hi)
+    e2_lo, e2_hi = np.clip(e2_lo + r * r / 2, 0, r * r), np.clip(e2_hi + r * r / 2, 0, r * r)
+    sq_lo = np.where((e1_lo <= 0) & (e1_hi >= 0), 0.0, np.minimum(e1_lo**2, e1_hi**2))
+    sq_hi = np.maximum(e1_lo**2, e1_hi**2)
+    v_lo, v_hi = np.clip(e2_lo - sq_hi, 0, r * r), np.clip(e2_hi - sq_lo, 0, r * r)
+    return Estimate(np.sqrt(var), np.where(unknown, 0.0, np.sqrt(v_lo)),
+                    np.where(unknown, r, np.sqrt(v_hi)))
+
+
+def _take(values: np.ndarray, index: np.ndarray, present: np.ndarray) -> np.ndarray:
+    """Rows of `values` at `index`; zeros for groups with no data (public keys)."""
+    out = np.zeros((index.size, *values.shape[1:]), dtype=np.float64)
+    out[present] = values[index[present]]
+    return out
+
+
+def rank_slack(scale: float, cells: int, alpha: float, max_rows: int) -> float:
+    """Rank error t with P(|rank(x̂) - target| > t) <= α for the grid exponential mechanism.
+
+    The output density is ∝ exp(u/scale) over [lo, hi] with u = -|rank - target|; the bad set
+    has measure at most the whole range, and an interval next to the target rank has measure at
+    least one cell and utility within `max_rows` of the target (McSherry & Talwar 2007, Thm 8),
+    provided no grid value holds more than `max_rows` values there: heavy ties at the quantile
+    (for example many zeros) make the interval optimistic.
+    """
+    return scale * math.log((cells + 1) / alpha) + max_rows
+
+
+def _quantile(step: Step, exact: ExactAggregates, index: np.ndarray, present: np.ndarray,
+              alpha: float, rng: Rng) -> Estimate:
+    agg = step.aggregate
+    assert agg.bounds is not None and agg.q is not None
+    lo, hi = agg.bounds
+    spec = cells_of(agg)
+    gi, cell, cnt = exact.cells[spec]
+    n = np.bincount(gi, weights=cnt, minlength=len(exact.groups))
+    n_hat, wn = _noisy(step, "count", _take(n, index, present), alpha / 3, rng)
+    width = (hi - lo) / spec.cells
+    starts = np.searchsorted(gi, np.arange(len(exact.groups) + 1))
+    value, low, high = (np.empty(index.size) for _ in range(3))
+    side = step.parts["low"].mechanism
+    slack = rank_slack(side.scale, spec.cells, alpha / 3, int(step.parts["low"].sensitivity))
+    for j, g in enumerate(index):
+        sl = slice(starts[g], starts[g + 1]) if g >= 0 else slice(0, 0)
+        bounds = np.concatenate(([lo], lo + cell[sl] * width, [hi]))
+        ranks = np.concatenate(([0.0], np.cumsum(cnt[sl], dtype=np.float64)))
+        shift = slack / max(n_hat[j] - wn, 1.0)
+        value[j] = _draw(step, "value", bounds, ranks, agg.q, rng)
+        low[j] = _draw(step, "low", bounds, ranks, agg.q - shift, rng) if agg.q > shift else lo
+        high[j] = _draw(step, "high", bounds, ranks, agg.q + shift, rng) if agg.q + shift < 1 else hi
+    return Estimate(value, np.minimum(low, value), np.maximum(high, value))
+
+
+def _draw(step: Step, part: str, bounds: np.ndarray, ranks: np.ndarray, level: float,
+          rng: Rng) -> float:
+    """One draw of the continuous exponential mechanism for the `level` quantile (Smith 2011).
+
+    Interval i = [b_i, b_{i+1}] holds the points of rank ranks[i]; it is chosen with
+    probability ∝ width · exp(-|rank - level·n| / scale), then a point uniformly inside it.
+    """
+    mech = step.parts[part].mechanism
+    widths = np.diff(bounds)
+    ok = widths > 0
+    score = -np.abs(ranks[ok] - level * ranks[-1]) + mech.scale * np.log(widths[ok])
+    i = mech.select_index(score, rng)
+    return float(bounds[:-1][ok][i] + rng.random() * widths[ok][i])

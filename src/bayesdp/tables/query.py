@@ -1,0 +1,289 @@
+"""Table -> grouped -> query -> release: the user-facing builder (pure descriptions until release)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+
+from bayesdp.errors import (
+    DataError,
+    InvalidParameter,
+    check_delta,
+    check_open_unit,
+    check_positive,
+    check_positive_int,
+    invalid,
+)
+from bayesdp.noise import Rng, resolve_rng
+from bayesdp.privacy import Guarantee
+from bayesdp.tables.aggregates import Aggregate
+from bayesdp.tables.engines.base import Bins, BoundingRequest, Engine
+from bayesdp.tables.estimate import (
+    QUANTILE_CELLS,
+    Estimate,
+    cells_of,
+    estimate,
+    measure_of,
+    rank_slack,
+)
+from bayesdp.tables.plan import Plan, make_plan
+from bayesdp.tables.release import Release
+from bayesdp.tables.source import check_column, engine_for
+
+
+class Ledger(Protocol):
+    def spend(self, guarantee: Guarantee, label: str) -> Any: ...
+
+
+def table(source: Any, privacy_unit: str) -> Table:
+    """A table about people: a CSV/Parquet/JSON path, a pandas or Polars frame, an Arrow table or
+    a DuckDB relation; `privacy_unit` names the column identifying the person (or household, ...)
+    whose whole contribution the guarantee protects."""
+    engine = engine_for(source)
+    check_column(privacy_unit, list(engine.schema()), "privacy_unit")
+    return Table(engine, privacy_unit)
+
+
+@dataclass(frozen=True)
+class Table:
+    """A lazy table with its privacy unit and optional SQL filters."""
+
+    engine: Engine
+    privacy_unit: str
+    filters: tuple[str, ...] = ()
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.engine.schema())
+
+    def where(self, condition: str) -> Table:
+        """Keep rows where the SQL expression holds (a public filter, applied before bounding)."""
+        if not isinstance(condition, str) or not condition.strip():
+            raise invalid("condition", condition, "a non-empty SQL boolean expression")
+        return replace(self, filters=(*self.filters, condition))
+
+    def group_by(self, columns: str | Sequence[str], keys: Sequence[Any] | None = None) -> Grouped:
+        """Group by columns. keys=None: the released keys are chosen privately (partition
+        selection, needs δ > 0); keys=[...]: public keys, each released, rows with other keys
+        dropped and counted (for several columns give tuples)."""
+        cols = (columns,) if isinstance(columns, str) else tuple(columns)
+        if not cols:
+            raise invalid("columns", columns, "one or more column names")
+        for c in cols:
+            check_column(c, self.columns, "group_by column")
+            if c == self.privacy_unit:
+                raise invalid("columns", columns, "group keys other than the privacy unit")
+        return Grouped(self, cols, None if keys is None else _public_keys(keys, len(cols)))
+
+    def agg(self, **aggregates: Aggregate) -> Query:
+        """Aggregates over the whole table (one group, no partition selection)."""
+        return Grouped(self, (), None).agg(**aggregates)
+
+
+def _public_keys(keys: Sequence[Any], width: int) -> tuple[tuple[Any, ...], ...]:
+    if isinstance(keys, str | bytes) or not hasattr(keys, "__iter__"):
+        raise invalid("keys", keys, "None (private keys) or a list of key values")
+    out = []
+    for k in keys:
+        t = tuple(k) if isinstance(k, tuple | list) else (k,)
+        if len(t) != width:
+            raise invalid("keys", k, f"a tuple of {width} values (one per group column)")
+        out.append(tuple(x.item() if isinstance(x, np.generic) else x for x in t))
+    if len(set(out)) != len(out):
+        raise invalid("keys", keys, "a list without duplicates")
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Grouped:
+    table: Table
+    by: tuple[str, ...]
+    keys: tuple[tuple[Any, ...], ...] | None
+
+    def agg(self, **aggregates: Aggregate) -> Query:
+        if not aggregates:
+            raise InvalidParameter("agg() needs at least one aggregate, e.g. users=bdp.count_units()")
+        for name, a in aggregates.items():
+            if not isinstance(a, Aggregate):
+                raise invalid(name, a, "an aggregate such as bdp.count() or bdp.sum('col', bounds=(0, 1))")
+            if a.column is not None:
+                check_column(a.column, self.table.columns, f"column of {name}")
+                if not self.table.engine.is_numeric(a.column):
+                    raise DataError(f"column {a.column!r} of {name} is not numeric "
+                                    f"({self.table.engine.schema()[a.column]}); cast it in a "
+                                    "filter-free view or choose a numeric column")
+            if name in self.by:
+                raise invalid(name, a, "an aggregate name that is not also a group column")
+        return Query(self.table, self.by, self.keys, dict(aggregates))
+
+
+@dataclass(frozen=True)
+class Query:
+    table: Table
+    by: tuple[str, ...]
+    keys: tuple[tuple[Any, ...], ...] | None
+    aggregates: dict[str, Aggregate] = field(default_factory=dict)
+
+    @property
+    def private_keys(self) -> bool:
+        return bool(self.by) and self.keys is None
+
+    def plan(self, epsilon: float, delta: float = 0.0, *, max_groups_per_unit: int = 1,
+             max_rows_per_group: int = 1, noise: str = "laplace",
+             selection_weight: float = 1.0) -> Plan:
+        """The budget split and mechanisms for these parameters (touches no data)."""
+        eps = check_positive("epsilon", epsilon)
+        d = check_delta("delta", delta)
+        k = check_positive_int("max_groups_per_unit", max_groups_per_unit) if self.by else 1
+        m = check_positive_int("max_rows_per_group", max_rows_per_group)
+        return make_plan(self.aggregates, epsilon=eps, delta=d, noise=noise,
+                         unit=self.table.privacy_unit, max_groups=k, max_rows=m,
+                         private_keys=self.private_keys,
+                         selection_weight=check_positive("selection_weight", selection_weight))
+
+    def release(self, epsilon: float, delta: float = 0.0, *, max_groups_per_unit: int = 1,
+                max_rows_per_group: int = 1, alpha: float = 0.05, ledger: Ledger | None = None,
+                rng: Rng | None = None, noise: str = "laplace", selection_weight: float = 1.0,
+                label: str | None = None) -> Release:
+        """Run the release. `rng` is for tests only (a seeded generator is not private); with
+        `ledger`, the spend is recorded before any noisy value is computed."""
+        plan = self.plan(epsilon, delta, max_groups_per_unit=max_groups_per_unit,
+                         max_rows_per_group=max_rows_per_group, noise=noise,
+                         selection_weight=selection_weight)
+        a = check_open_unit("alpha", alpha)
+        for w in usefulness_warnings(plan, self.aggregates):
+            warnings.warn(w, UserWarning, stacklevel=2)
+        gen = resolve_rng(rng)
+        engine = self.table.engine
+        if engine.is_empty():
+            raise DataError("the table is empty: there is nothing to release")
+        request = self._request(plan, int(gen.integers(0, 2**63)) << 64 | int(gen.integers(0, 2**63)))
+        exact = engine.aggregate(request)
+        if exact.diagnostics.null_units:
+            raise DataError(f"privacy_unit {self.table.privacy_unit!r} is null in "
+                            f"{exact.diagnostics.null_units:,} rows: every row needs its unit "
+                            "(drop them with .where(...) if they belong to nobody)")
+        if ledger is not None:
+            ledger.spend(plan.guarantee, label or self.describe())
+        index, keys = self._released(plan, exact.groups, exact.units, gen)
+        estimates: dict[str, Estimate] = {}
+        for name, step in plan.steps.items():
+            estimates[name] = estimate(step, exact, index, a, gen)
+        return Release(keys, estimates, plan, a, exact.diagnostics, public_keys=self.keys is not None)
+
+    def describe(self) -> str:
+        aggs = ", ".join(f"{n}={a.describe()}" for n, a in self.aggregates.items())
+        by = f" by {', '.join(self.by)}" if self.by else ""
+        return f"release{by}: {aggs}"
+
+    def _request(self, plan: Plan, seed: int) -> BoundingRequest:
+        measures, cells, bins = [], [], []
+        for agg in self.aggregates.values():
+            if agg.kind in ("sum", "mean", "std"):
+                measures.append(measure_of(agg))
+            elif agg.kind == "quantile":
+                cells.append(cells_of(agg))
+            elif agg.kind == "histogram":
+                assert agg.column is not None and agg.edges is not None
+                bins.append(Bins(agg.column, agg.edges))
+        return BoundingRequest(
+            unit=self.table.privacy_unit, keys=self.by, max_groups=plan.max_groups,
+            max_rows=plan.max_rows, seed=seed, public_keys=self.keys,
+            measures=tuple(dict.fromkeys(measures)), cells=tuple(dict.fromkeys(cells)),
+            bins=tuple(dict.fromkeys(bins)), where=self.table.filters)
+
+    def _released(self, plan: Plan, groups: pd.DataFrame, units: np.ndarray,
+                  rng: Rng) -> tuple[np.ndarray, pd.DataFrame]:
+        """Indices into the exact groups of the released groups (-1: public key without data)."""
+        if not self.by:
+            return np.zeros(1, dtype=np.int64), pd.DataFrame(index=pd.RangeIndex(1))
+        if self.keys is None:
+            assert plan.selection is not None
+            keep = np.flatnonzero(plan.selection.select(units, rng))
+            return keep, groups.iloc[keep].reset_index(drop=True)
+        public = pd.DataFrame(list(self.keys), columns=list(self.by))
+        found = groups.assign(__gi=np.arange(len(groups)))
+        try:
+            merged = public.merge(found, on=list(self.by), how="left", sort=False)
+        except (ValueError, TypeError) as exc:
+            raise DataError(f"public keys do not match the type of the group columns: {exc}") from None
+        index = merged["__gi"].fillna(-1).to_numpy(np.int64)
+        return index, public
+
+    def preview(self, epsilon: float, delta: float = 0.0, *, max_groups_per_unit: int = 1,
+                max_rows_per_group: int = 1, alpha: float = 0.05, noise: str = "laplace",
+                selection_weight: float = 1.0, group_size: int | None = None) -> pd.DataFrame:
+        """Expected accuracy from public parameters only (reads no data values).
+
+        One row per aggregate: the noise scale of its main part, the interval half-width at
+        level 1 - α (for a mean, std or quantile: at `group_size` rows, default the number of
+        units partition selection needs for a 50% chance to keep a group, else 100). Warns
+        when the release would be useless.
+        """
+        plan = self.plan(epsilon, delta, max_groups_per_unit=max_groups_per_unit,
+                         max_rows_per_group=max_rows_per_group, noise=noise,
+                         selection_weight=selection_weight)
+        a = check_open_unit("alpha", alpha)
+        threshold = plan.selection.threshold() if plan.selection is not None else None
+        n = check_positive_int("group_size", group_size) if group_size is not None else (threshold or 100)
+        for w in usefulness_warnings(plan, self.aggregates, n):
+            warnings.warn(w, UserWarning, stacklevel=2)
+        rows = []
+        for name, step in plan.steps.items():
+            hw = half_width(step, a, n)
+            rows.append({"aggregate": name, "what": step.aggregate.describe(),
+                         "epsilon": step.epsilon, "rho": step.rho,
+                         "noise_scale": max(p.scale for p in step.parts.values()),
+                         "group_size": n, "half_width": hw,
+                         "units_to_keep_group_50%": threshold})
+        return pd.DataFrame(rows)
+
+
+def half_width(step: Any, alpha: float, n: int) -> float:
+    """Interval half-width of an aggregate's estimate for a group of n values (public only)."""
+    agg = step.aggregate
+    a = alpha / len(agg.parts)
+    w = {p: float(part.mechanism.interval(a)) for p, part in step.parts.items()
+         if hasattr(part.mechanism, "interval")}
+    if agg.kind in ("count_units", "count", "sum", "histogram"):
+        return float(next(iter(w.values())))
+    lo, hi = agg.bounds
+    r = (hi - lo) / 2
+    if agg.kind == "mean":
+        return float(min(r, (w["sum"] + r * w["count"]) / max(n - w["count"], 1.0)))
+    if agg.kind == "std":
+        return float(min(r, math.sqrt((w["squares"] + r * r * w["count"] + 2 * r * w["sum"])
+                                      / max(n - w["count"], 1.0))))
+
+    side = step.parts["low"]
+    slack = rank_slack(side.scale, QUANTILE_CELLS, a, int(side.sensitivity))
+    return float(min(1.0, slack / max(n - w["count"], 1.0)))
+
+
+def usefulness_warnings(plan: Plan, aggregates: dict[str, Aggregate], n: int | None = None) -> list[str]:
+    """Warnings computed from public parameters: releases that will carry (almost) no signal."""
+    out = []
+    if plan.selection is not None:
+        t = plan.selection.threshold()
+        if t > 100_000:
+            out.append(f"partition selection needs about {t:,} units in a group to release it "
+                       "with probability 1/2: almost certainly no group will be released; raise "
+                       "epsilon or delta, lower max_groups_per_unit, or give public keys")
+        elif n is not None and n < t:
+            out.append(f"groups of {n:,} units are unlikely to be released (about {t:,} needed "
+                       "for probability 1/2)")
+    if n is None:
+        return out
+    for name, step in plan.steps.items():
+        agg = step.aggregate
+        if agg.bounds and agg.kind in ("mean", "std") and \
+                half_width(step, 0.05, n) >= (agg.bounds[1] - agg.bounds[0]) / 2:
+            out.append(f"{name}: at {n:,} values per group the noise is as wide as the bounds "
+                       f"(epsilon too small for a useful {agg.kind})")
+    return out

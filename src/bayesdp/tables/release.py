@@ -1,0 +1,111 @@
+"""The Release: released groups with values and intervals, the guarantee, the plan, diagnostics."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from bayesdp.privacy import Guarantee
+from bayesdp.tables.engines.base import Diagnostics
+from bayesdp.tables.estimate import Estimate
+from bayesdp.tables.plan import Plan
+
+if TYPE_CHECKING:
+    import polars
+    import pyarrow
+
+
+def bin_labels(edges: tuple[float, ...]) -> list[str]:
+    return [f"[{a:g}, {b:g}{']' if i == len(edges) - 2 else ')'}"
+            for i, (a, b) in enumerate(itertools.pairwise(edges))]
+
+
+@dataclass(frozen=True)
+class Release:
+    """One private release: one row per released group.
+
+    Each aggregate NAME gives columns NAME, NAME_low, NAME_high (the interval at level 1 - α,
+    covering the noise, not the bias of clipping and bounding; see `diagnostics`). Histograms
+    give one column triple per bin, NAME[lo, hi). `diagnostics` holds exact counts of dropped
+    rows, clipped values and nulls: they are data-dependent and not differentially private.
+    """
+
+    keys: pd.DataFrame
+    estimates: dict[str, Estimate]
+    plan: Plan
+    alpha: float
+    diagnostics: Diagnostics
+    public_keys: bool
+
+    @property
+    def guarantee(self) -> Guarantee:
+        return self.plan.guarantee
+
+    def to_pandas(self) -> pd.DataFrame:
+        cols: dict[str, Any] = {c: self.keys[c].to_numpy() for c in self.keys.columns}
+        for name, est in self.estimates.items():
+            agg = self.plan.steps[name].aggregate
+            if agg.kind == "histogram":
+                assert agg.edges is not None
+                for j, label in enumerate(bin_labels(agg.edges)):
+                    cols[f"{name}{label}"] = est.value[:, j]
+                    cols[f"{name}{label}_low"] = est.low[:, j]
+                    cols[f"{name}{label}_high"] = est.high[:, j]
+                continue
+            cols[name], cols[f"{name}_low"], cols[f"{name}_high"] = est.value, est.low, est.high
+        return pd.DataFrame(cols, index=pd.RangeIndex(len(self.keys)))
+
+    def to_arrow(self) -> pyarrow.Table:
+        import pyarrow as pa
+
+        return pa.Table.from_pandas(self.to_pandas(), preserve_index=False)
+
+    def to_polars(self) -> polars.DataFrame:
+        import polars as pl
+
+        return pl.from_arrow(self.to_arrow())  # type: ignore[return-value]
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def caveats(self) -> list[str]:
+        d = self.diagnostics
+        out = [f"Intervals have {1 - self.alpha:.0%} coverage of the noise per value; they do "
+               "not cover the bias from clipping and contribution bounding."]
+        out.append(f"Bounding kept {d.kept_rows:,} of {d.rows:,} rows "
+                   f"({d.dropped_by_bounding:,} dropped by the contribution bounds"
+                   + (f", {d.dropped_by_keys:,} outside the public keys" if self.public_keys else "")
+                   + ").")
+        clipped = {}
+        for spec, n in d.clipped.items():
+            lo, hi = (spec.edges[0], spec.edges[-1]) if hasattr(spec, "edges") else (spec.lo, spec.hi)
+            clipped[(spec.column, lo, hi)] = n
+        for (col, lo, hi), n in clipped.items():
+            if n:
+                out.append(f"{n:,} kept values of {col!r} were clipped to [{lo:g}, {hi:g}].")
+        for col, n in d.nulls.items():
+            if n:
+                out.append(f"{n:,} kept rows have a null {col!r} (left out of its aggregates).")
+        out.append("These counts are exact and data-dependent: they are not differentially "
+                   "private; publish them only if that is acceptable.")
+        return out
+
+    def explain(self, n: int | None = None) -> str:
+        """The guarantee in plain words (for n units if given), the plan and the caveats."""
+        parts = [self.guarantee.explain(n), "", "How the budget was spent:", self.plan.describe(),
+                 "", *self.caveats()]
+        return "\n".join(parts)
+
+    def report(self, path: str | Path, *, title: str = "Private release", n: int | None = None) -> Path:
+        """Write an HTML report: the table, a plot per aggregate with error bars, the plan."""
+        from bayesdp.report import write_release_report
+
+        return write_release_report(self, path, title=title, n=n)
+
+    def __repr__(self) -> str:
+        return f"Release({len(self)} groups, {self.guarantee})"
+

@@ -1,0 +1,69 @@
+"""Turning user input (a path, a data frame, an Arrow table, a DuckDB relation) into an engine."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from bayesdp.errors import DataError
+from bayesdp.tables.engines.duckdb import DuckDBEngine
+
+_READERS = {".csv": "read_csv", ".tsv": "read_csv", ".txt": "read_csv", ".parquet": "read_parquet",
+            ".pq": "read_parquet", ".json": "read_json_auto", ".ndjson": "read_json_auto",
+            ".jsonl": "read_json_auto"}
+
+
+def _reader(path: Path) -> str:
+    suffixes = [s.lower() for s in path.suffixes]
+    for s in reversed(suffixes):
+        if s in _READERS:
+            return _READERS[s]
+    raise DataError(f"cannot read {str(path)!r}: use a .csv, .tsv, .parquet or .json file "
+                    f"(optionally compressed), a data frame, an Arrow table or a DuckDB relation")
+
+
+def engine_for(source: Any, connection: duckdb.DuckDBPyConnection | None = None) -> DuckDBEngine:
+    """A DuckDB engine over `source`; files are scanned lazily (larger than memory works)."""
+    if isinstance(source, duckdb.DuckDBPyRelation):
+        return DuckDBEngine(source)
+    con = connection or duckdb.connect()
+    if isinstance(source, str | Path):
+        path = Path(source).expanduser()
+        if not path.exists():
+            raise DataError(f"file {str(path)!r} does not exist")
+        literal = "'" + str(path).replace("'", "''") + "'"
+        try:
+            rel = con.sql(f"SELECT * FROM {_reader(path)}({literal})")
+            rel.columns  # noqa: B018 (binding the scan reads the header and fails on bad files)
+        except duckdb.Error as exc:
+            raise DataError(f"cannot parse {str(path)!r}: {exc}".replace("\n", " ")) from None
+        return DuckDBEngine(rel)
+    module = type(source).__module__.split(".")[0]
+    try:
+        if module == "pandas":
+            return DuckDBEngine(con.from_df(source))
+        if module == "polars":
+            return DuckDBEngine(con.from_arrow(source.to_arrow()))
+        if module == "pyarrow":
+            return DuckDBEngine(con.from_arrow(source))
+    except duckdb.Error as exc:
+        raise DataError(f"cannot read the {module} input: {exc}".replace("\n", " ")) from None
+    raise DataError(f"cannot read a {type(source).__name__}: give a file path, a pandas or Polars "
+                    "data frame, an Arrow table or a DuckDB relation")
+
+
+def check_column(name: str, columns: list[str], role: str) -> str:
+    """`name` if it is a column, else a DataError suggesting the closest names."""
+    if not isinstance(name, str):
+        raise DataError(f"{role} must be a column name (a string); got {name!r}")
+    if name in columns:
+        return name
+    close = difflib.get_close_matches(name, columns, n=3, cutoff=0.5)
+    lowered = [c for c in columns if c.lower() == name.lower()]
+    hint = lowered or close
+    suggestion = f"; did you mean {' or '.join(repr(c) for c in hint)}?" if hint else ""
+    shown = ", ".join(repr(c) for c in columns[:20]) + (" ..." if len(columns) > 20 else "")
+    raise DataError(f"{role} {name!r} is not a column of the table{suggestion} (columns: {shown})")

@@ -1,0 +1,134 @@
+"""End-to-end releases: formats, public and private keys, intervals, ledger, Gaussian noise."""
+
+import duckdb
+import numpy as np
+import pandas as pd
+import polars as pl
+import pyarrow as pa
+import pytest
+from scipy import stats
+
+import bayesdp.tables as bdp
+from bayesdp import rng_for_tests
+from bayesdp.errors import BudgetExceeded
+
+AGGS = {
+    "users": bdp.count_units(),
+    "rows": bdp.count(),
+    "revenue": bdp.sum("revenue", bounds=(0, 100)),
+    "avg": bdp.mean("revenue", bounds=(0, 100)),
+    "sd": bdp.std("revenue", bounds=(0, 100)),
+    "p50": bdp.quantile("revenue", 0.5, bounds=(0, 100)),
+    "hist": bdp.histogram("revenue", bins=[0, 10, 50, 100]),
+}
+
+
+def _release(source, **kw):
+    t = bdp.table(source, privacy_unit="user_id")
+    q = t.group_by("campaign", keys=["alpha", "beta", "gamma", "zeta"]).agg(**AGGS)
+    return q.release(epsilon=2.0, max_groups_per_unit=2, max_rows_per_group=2, rng=rng_for_tests(5), **kw)
+
+
+def test_same_result_for_every_input_format(events, tmp_path):
+    csv, parquet = tmp_path / "e.csv", tmp_path / "e.parquet"
+    events.to_csv(csv, index=False)
+    events.to_parquet(parquet)
+    sources = [events, pl.from_pandas(events), pa.Table.from_pandas(events), str(csv), parquet,
+               duckdb.connect().from_df(events)]
+    frames = [_release(s).to_pandas() for s in sources]
+    for f in frames[1:]:
+        pd.testing.assert_frame_equal(f, frames[0])
+    assert list(frames[0]["campaign"]) == ["alpha", "beta", "gamma", "zeta"]
+    assert {"avg", "avg_low", "avg_high", "hist[0, 10)", "hist[50, 100]_high"} <= set(frames[0].columns)
+
+
+def test_public_keys_release_empty_groups(events):
+    r = _release(events)
+    df = r.to_pandas()
+    zeta = df[df["campaign"] == "zeta"].iloc[0]
+    assert zeta["users_low"] == 0 and zeta["users_high"] > 0
+    assert r.guarantee.epsilon == pytest.approx(2.0) and r.guarantee.delta == 0
+    assert r.diagnostics.dropped_by_keys == 0 and r.diagnostics.kept_rows <= r.diagnostics.rows
+    assert "clipped" in " ".join(r.caveats()) and "not differentially private" in r.explain()
+
+
+def test_private_keys_release_only_selected(events):
+    t = bdp.table(events, privacy_unit="user_id").where("revenue >= 0")
+    r = t.group_by("campaign").agg(users=bdp.count_units()).release(
+        epsilon=1.0, delta=1e-6, max_groups_per_unit=1, rng=rng_for_tests(1))
+    # Each campaign has about 300 users, far above the ~25-unit threshold at ε=1/2, δ=1e-6.
+    assert set(r.to_pandas()["campaign"]) == {"alpha", "beta", "gamma"}
+    assert r.guarantee.delta == pytest.approx(1e-6)
+    assert r.plan.selection is not None and r.plan.selection.threshold() < 100
+    rare = pd.DataFrame({"user_id": [1], "campaign": ["solo"]})
+    solo = bdp.table(rare, "user_id").group_by("campaign").agg(n=bdp.count())
+    hits = sum(len(solo.release(1.0, 0.01, rng=rng_for_tests(s))) for s in range(20))
+    # Each release keeps the single-unit key w.p. exactly δ = 0.01: P(Binomial(20, 0.01) >= 6) < 4e-8.
+    assert hits <= 5
+
+
+@pytest.mark.slow
+def test_intervals_cover_at_the_stated_rate():
+    rng = np.random.default_rng(8)
+    n, trials, alpha = 3000, 150, 0.1
+    x = rng.uniform(0, 120, size=n)
+    df = pd.DataFrame({"user_id": np.arange(n), "revenue": x})
+    c = np.clip(x, 0, 100)
+    truth = {"rows": n, "revenue": c.sum(), "avg": c.mean(), "sd": c.std(), "p50": np.median(c)}
+    q = bdp.table(df, "user_id").agg(rows=bdp.count(), revenue=bdp.sum("revenue", bounds=(0, 100)),
+                                      avg=bdp.mean("revenue", bounds=(0, 100)),
+                                      sd=bdp.std("revenue", bounds=(0, 100)),
+                                      p50=bdp.quantile("revenue", 0.5, bounds=(0, 100)))
+    misses = dict.fromkeys(truth, 0)
+    for s in range(trials):
+        out = q.release(epsilon=1.0, alpha=alpha, rng=rng_for_tests(100 + s)).to_pandas().iloc[0]
+        for k, v in truth.items():
+            misses[k] += not (out[f"{k}_low"] <= v <= out[f"{k}_high"])
+    # Misses ~ Binomial(150, <= 0.1): the exact 1 - 1e-7 quantile fails w.p. < 1e-7 each.
+    limit = stats.binom.ppf(1 - 1e-7, trials, alpha)
+    assert all(m <= limit for m in misses.values()), misses
+
+
+class Recorder:
+    def __init__(self, fail: bool = False):
+        self.spent, self.fail = [], fail
+
+    def spend(self, guarantee, label):
+        if self.fail:
+            raise BudgetExceeded("budget exhausted")
+        self.spent.append((guarantee, label))
+
+
+def test_ledger_records_the_spend_before_results(events):
+    led = Recorder()
+    r = _release(events, ledger=led)
+    assert led.spent == [(r.guarantee, led.spent[0][1])] and "campaign" in led.spent[0][1]
+    with pytest.raises(BudgetExceeded):
+        _release(events, ledger=Recorder(fail=True))
+
+
+def test_gaussian_noise_composes_in_zcdp(events):
+    t = bdp.table(events, "user_id").group_by("campaign")
+    r = t.agg(users=bdp.count_units(), avg=bdp.mean("revenue", bounds=(0, 100))).release(
+        epsilon=1.0, delta=1e-5, max_groups_per_unit=3, noise="gaussian", rng=rng_for_tests(2))
+    g = r.guarantee
+    assert g.epsilon <= 1.0 + 1e-9 and g.delta <= 1e-5 + 1e-15
+    assert {type(p.mechanism).__name__ for s in r.plan.steps.values() for p in s.parts.values()} \
+        == {"DiscreteGaussian", "Gaussian"}
+
+
+def test_budget_overrides(events):
+    q = bdp.table(events, "user_id").agg(a=bdp.count(epsilon=0.2), b=bdp.sum("revenue", (0, 1), weight=3),
+                                         c=bdp.count())
+    plan = q.plan(1.0)
+    assert plan.steps["a"].epsilon == pytest.approx(0.2)
+    assert plan.steps["b"].epsilon == pytest.approx(0.6) and plan.steps["c"].epsilon == pytest.approx(0.2)
+
+
+def test_preview_reads_no_data(events):
+    q = bdp.table(events, "user_id").group_by("campaign").agg(avg=bdp.mean("revenue", (0, 100)))
+    with pytest.warns(UserWarning, match="no group will be released"):
+        p = q.preview(epsilon=0.001, delta=1e-9, max_groups_per_unit=10)
+    assert p.loc[0, "units_to_keep_group_50%"] > 100_000
+    fine = q.preview(epsilon=5.0, delta=1e-6, group_size=10_000)
+    assert fine.loc[0, "half_width"] < 1.0
