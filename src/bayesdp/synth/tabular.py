@@ -332,7 +332,7 @@ def synthesize(
     names = [s.name for s in specs]
     return Synthesizer(
         specs=tuple(specs), model=model,
-        guarantee=stated(rho, delta - delta_extra, delta_extra, relation),
+        guarantee=stated([rho - rho_main, rho_main], delta - delta_extra, delta_extra, relation),
         method=method, n_estimate=n_hat,
         edges=tuple((names[i], names[j]) for i, j in meas.two),
         rho=rho, dropped=dropped, clipped=clipped, discovered=tuple(discover),
