@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any
 
 
@@ -76,8 +75,12 @@ def check_delta(name: str, value: Any) -> float:
 
 
 def check_positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or value != int(value):
+    if isinstance(value, bool | str):
         raise invalid(name, value, "a positive integer")
-    if int(value) < 1:
+    try:
+        as_int = int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise invalid(name, value, "a positive integer") from None
+    if as_int != value or as_int < 1:
         raise invalid(name, value, "a positive integer")
-    return int(value)
+    return as_int
