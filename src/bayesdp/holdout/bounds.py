@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
+from bayesdp.correlated import dp_to_bdp
 from bayesdp.errors import InvalidParameter, check_open_unit, check_positive, check_positive_int
 from bayesdp.holdout.accounting import thresholdout_cost
 from bayesdp.noise import grid_for
@@ -66,13 +68,17 @@ def nips_parameters(queries: int, tau: float, beta: float) -> tuple[float, float
     return 0.75 * tau, tau / (96.0 * math.log(4.0 * queries / beta))
 
 
-def required_holdout_size(budget: int, queries: int, tau: float, beta: float) -> int:
+def required_holdout_size(
+    budget: int, queries: int, tau: float, beta: float, *, dependence: Any = None
+) -> int:
     """Smallest holdout size n for which Thresholdout with the NIPS 2015 parameters (T = 3τ/4,
     σ = τ/(96 ln(4m/β)), threshold noise 2σ, comparison noise 4σ) answers m adaptive queries with
     at most B overflows within τ of the population, except with probability β.
 
     This is the pure-DP (B) branch of the theorem's n0 = O(ln(m/β)/τ²)·min{B, ...}, with every
-    constant explicit: about 3400·B·ln(4m/β)/τ².
+    constant explicit: about 3400·B·ln(4m/β)/τ². With `dependence` (a bayesdp.correlated model
+    of the holdout's records) the generalization step uses the Bayesian-DP ε = dp_to_bdp(ε, model,
+    n), as seed 002's n_# and n_* do (Thm 2, eqs. 15–16): the size grows with the quilts' reach.
     """
     b = check_positive_int("budget", budget)
     m = check_positive_int("queries", queries)
@@ -81,25 +87,33 @@ def required_holdout_size(budget: int, queries: int, tau: float, beta: float) ->
         raise InvalidParameter(f"tau={tau!r} is not allowed: tau must be in (0, 1] for [0,1] queries")
     be = check_open_unit("beta", beta)
     threshold, sigma = nips_parameters(m, t, be)
-    return smallest_size(
-        lambda n: accuracy_bound(
+
+    def bound(n: int, dependent: bool) -> float:
+        eps = b * thresholdout_cost(n, sigma, 2 * sigma, 4 * sigma).overflow
+        if dependent:
+            eps = dp_to_bdp(eps, dependence, n)
+        return accuracy_bound(
             n, b, m, be, threshold=threshold, sigma=sigma,
-            threshold_noise=2 * sigma, compare_noise=4 * sigma,
-        ),
-        t,
-    )
+            threshold_noise=2 * sigma, compare_noise=4 * sigma, epsilon=eps,
+        )
+
+    independent = smallest_size(lambda n: bound(n, False), t)
+    if dependence is None:
+        return independent
+    # Bayesian DP is never below DP (|N_i| >= 0, e >= 0 in Lemma 3), so start from that size.
+    return smallest_size(lambda n: bound(n, True), t, start=independent)
 
 
-def smallest_size(bound: Callable[[int], float], tau: float) -> int:
-    """Smallest n >= 1 with bound(n) <= τ for a bound decreasing in n (doubling, then bisection)."""
-    hi = 1
+def smallest_size(bound: Callable[[int], float], tau: float, start: int = 1) -> int:
+    """Smallest n >= start with bound(n) <= τ, for a bound decreasing in n and an answer >= start
+    (doubling, then bisection)."""
+    lo, hi = start - 1, start
     while bound(hi) > tau:
-        hi *= 2
+        lo, hi = hi, 2 * hi
         if hi > 2**62:
             raise InvalidParameter(
                 f"tau={tau!r} is not reachable at any holdout size: the noise alone exceeds it"
             )
-    lo = hi // 2
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if bound(mid) <= tau:

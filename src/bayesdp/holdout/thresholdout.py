@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from bayesdp.correlated import dp_to_bdp
 from bayesdp.errors import (
     BudgetExhausted,
     check_open_unit,
@@ -36,6 +37,10 @@ class ReusableHoldout(HoldoutBase):
 
     The guarantee is pure ε-DP on the holdout (replace-one neighbours, Δ = 1/n):
     ε = overflows·Δ(1/σ + 1/σ_threshold + 2/σ_compare) up to the grid's rounding terms.
+    With `dependence` (a bayesdp.correlated model of the holdout's records, e.g. a MarkovChain
+    over its rows in order), `guarantee` is the Bayesian-DP ε that this DP level gives on that
+    model, dp_to_bdp(ε, model, n) (seed 002, Alg. 1 and Thm 2 via Zhao et al. 2017, Lemmas 2–4),
+    and `accuracy` uses it; `dp_guarantee` keeps the plain DP one.
     """
 
     def __init__(
@@ -49,6 +54,7 @@ class ReusableHoldout(HoldoutBase):
         threshold_noise: float | None = None,
         compare_noise: float | None = None,
         on_exhausted: OnExhausted = "refuse",
+        dependence: Any = None,
         rng: Rng | None = None,
     ) -> None:
         super().__init__(train, holdout)
@@ -77,6 +83,9 @@ class ReusableHoldout(HoldoutBase):
         self._budget_left = self.budget
         self._overflows = 0
         self._open_segment = False
+        self.dependence = dependence
+        self._bdp: dict[float, float] = {}
+        self._bayesian(self.budget * self._cost.overflow)  # checks the model against n now
         self._gamma = self._draw_gamma()
 
     @property
@@ -93,7 +102,7 @@ class ReusableHoldout(HoldoutBase):
         return self._cost.overflow
 
     @property
-    def guarantee(self) -> Guarantee:
+    def dp_guarantee(self) -> Guarantee:
         """The DP guarantee spent so far: each overflow, plus the threshold's share of an open run."""
         eps = self._overflows * self._cost.overflow
         if self._open_segment:
@@ -101,13 +110,30 @@ class ReusableHoldout(HoldoutBase):
         return Guarantee(eps, relation="replace_one", unit="row")
 
     @property
+    def guarantee(self) -> Guarantee:
+        """The guarantee spent so far: DP, or Bayesian DP under `dependence`."""
+        return self._reported(self.dp_guarantee.epsilon)
+
+    @property
     def budget_guarantee(self) -> Guarantee:
         """The guarantee of the whole run, whatever is asked: `budget` overflows."""
-        return Guarantee(self.budget * self._cost.overflow, relation="replace_one", unit="row")
+        return self._reported(self.budget * self._cost.overflow)
+
+    def _reported(self, epsilon_dp: float) -> Guarantee:
+        return Guarantee(self._bayesian(epsilon_dp), relation="replace_one", unit="row")
+
+    def _bayesian(self, epsilon_dp: float) -> float:
+        """ε-DP as Bayesian DP on the dependence model (the same ε for independent records)."""
+        if self.dependence is None or epsilon_dp == 0:
+            return epsilon_dp
+        if epsilon_dp not in self._bdp:
+            self._bdp[epsilon_dp] = dp_to_bdp(epsilon_dp, self.dependence, self.n)
+        return self._bdp[epsilon_dp]
 
     def accuracy(self, m: int, beta: float) -> float:
         """τ such that, except with probability β, every answered query among the first m lies within
-        τ of its population mean (i.i.d. holdout, training set independent of it); see bounds.py."""
+        τ of its population mean (training set independent of the holdout; the holdout i.i.d., or
+        correlated as `dependence` states, with the Bayesian-DP ε); see bounds.py."""
         return accuracy_bound(
             self.n,
             self.budget,
