@@ -125,7 +125,7 @@ class PrivateDensity:
             f"A {self.method} density on {cells} cells, released with {self.guarantee}. Any "
             "number of points may be drawn from it at no further privacy cost (Wasserman & Zhou "
             "2010, Lemma 2.6); they carry no more information than the density, so their count "
-            "is not a sample size."
+            f"is not a sample size. {self.guarantee.explain(n=max(1, round(self.n)))}"
         )
 
 

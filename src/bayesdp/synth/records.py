@@ -100,7 +100,8 @@ class PerturbedRecords:
             f"has standard deviation {sd:.4g}, {sd / (hi - lo):.3g} times the width of the range "
             f"[{lo:.4g}, {hi:.4g}], so at this ε each released record is almost pure noise and "
             f"says little about its person. Averages still concentrate: the mean has standard "
-            f"error {se:.4g}, shrinking as 1/√n (Wasserman & Zhou 2010, Example 2.1)."
+            f"error {se:.4g}, shrinking as 1/√n (Wasserman & Zhou 2010, Example 2.1). "
+            f"{self.guarantee.explain(n=self.n)}"
         )
 
 

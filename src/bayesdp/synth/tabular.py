@@ -96,7 +96,7 @@ class Synthesizer:
             f"measurements). Dependent column pairs kept: {pairs}.{found} Any number of rows may "
             "be drawn at no further privacy cost; they carry no more information than the noisy "
             "marginals, so their count is not a sample size and patterns beyond the kept pairs "
-            "are not preserved."
+            f"are not preserved. {self.guarantee.explain(n=max(1, round(self.n_estimate)))}"
         )
 
 
