@@ -13,7 +13,7 @@ from rich.markup import escape
 from bayesdp.errors import BayesdpError
 
 # Sub-command modules under bayesdp.commands, each exposing register(subparsers).
-COMMANDS: tuple[str, ...] = ("audit", "synth", "holdout")
+COMMANDS: tuple[str, ...] = ("audit", "synth", "holdout", "release")
 
 err = Console(stderr=True)
 

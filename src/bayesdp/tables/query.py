@@ -41,11 +41,12 @@ class Ledger(Protocol):
     def spend(self, guarantee: Guarantee, label: str) -> Any: ...
 
 
-def table(source: Any, privacy_unit: str) -> Table:
+def table(source: Any, privacy_unit: str, *, connection: Any = None) -> Table:
     """A table about people: a CSV/Parquet/JSON path, a pandas or Polars frame, an Arrow table or
     a DuckDB relation; `privacy_unit` names the column identifying the person (or household, ...)
-    whose whole contribution the guarantee protects."""
-    engine = engine_for(source)
+    whose whole contribution the guarantee protects. `connection`: the DuckDB connection to
+    read files and frames with (default: a new one)."""
+    engine = engine_for(source, connection)
     check_column(privacy_unit, list(engine.schema()), "privacy_unit")
     return Table(engine, privacy_unit)
 
@@ -113,7 +114,7 @@ class Grouped:
             if not isinstance(a, Aggregate):
                 raise invalid(name, a, "an aggregate such as bdp.count() or bdp.sum('col', bounds=(0, 1))")
             if a.column is not None:
-                check_column(a.column, self.table.columns, f"column of {name}")
+                check_column(a.column, self.table.columns, f"aggregate {name!r}")
                 if not self.table.engine.is_numeric(a.column):
                     raise DataError(f"column {a.column!r} of {name} is not numeric "
                                     f"({self.table.engine.schema()[a.column]}); cast it in a "

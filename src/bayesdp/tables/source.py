@@ -66,4 +66,4 @@ def check_column(name: str, columns: list[str], role: str) -> str:
     hint = lowered or close
     suggestion = f"; did you mean {' or '.join(repr(c) for c in hint)}?" if hint else ""
     shown = ", ".join(repr(c) for c in columns[:20]) + (" ..." if len(columns) > 20 else "")
-    raise DataError(f"{role} {name!r} is not a column of the table{suggestion} (columns: {shown})")
+    raise DataError(f"{role}: {name!r} is not a column of the table{suggestion} (columns: {shown})")

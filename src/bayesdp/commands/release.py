@@ -1,0 +1,168 @@
+"""`bayesdp release DATA --spec spec.toml`: a private grouped release from a file, with its report.
+
+The spec (TOML) names the privacy unit, the group keys, the aggregates with their bounds and
+the contribution bounds, for example::
+
+    privacy_unit = "user_id"
+    group_by = ["campaign"]          # optional; keys = [...] makes the keys public
+    max_groups_per_unit = 5
+    max_rows_per_group = 1
+    epsilon = 1.0
+    delta = 1e-6
+    [aggregates]
+    users = { kind = "count_units" }
+    revenue = { kind = "sum", column = "revenue", bounds = [0, 100] }
+    median = { kind = "quantile", column = "revenue", q = 0.5, bounds = [0, 100] }
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn
+from rich.table import Table as RichTable
+
+from bayesdp import tables
+from bayesdp.errors import BayesdpError, DataError, invalid
+
+_KINDS = ("count_units", "count", "sum", "mean", "std", "quantile", "histogram")
+_RELEASE_KEYS = ("epsilon", "delta", "max_groups_per_unit", "max_rows_per_group", "alpha", "noise",
+                 "selection_weight")
+_SPEC_KEYS = ("privacy_unit", "group_by", "keys", "where", "aggregates", "label", *_RELEASE_KEYS)
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "release", help="release grouped statistics from a table with differential privacy",
+        description="Bound each privacy unit's contribution inside DuckDB, add calibrated noise, "
+                    "and print the released groups with their confidence intervals.")
+    parser.add_argument("data", help="a CSV, Parquet or JSON file")
+    parser.add_argument("--spec", required=True, help="TOML file: privacy unit, groups, aggregates")
+    parser.add_argument("--epsilon", type=float, help="total ε (overrides the spec)")
+    parser.add_argument("--delta", type=float, help="total δ (overrides the spec)")
+    parser.add_argument("--out", help="write the released table (.csv or .parquet)")
+    parser.add_argument("--report", help="write an HTML report")
+    parser.add_argument("--ledger", help="record the spend in this budget ledger before releasing")
+    parser.set_defaults(run=run)
+
+
+def load_spec(path: str) -> dict[str, Any]:
+    try:
+        spec = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise DataError(f"cannot parse the spec {path!r}: {exc}") from None
+    unknown = sorted(set(spec) - set(_SPEC_KEYS))
+    if unknown:
+        raise DataError(f"unknown key(s) {unknown} in the spec {path!r}; allowed: {list(_SPEC_KEYS)}")
+    if "privacy_unit" not in spec:
+        raise DataError(f"the spec {path!r} must name the privacy_unit column")
+    if not isinstance(spec.get("aggregates"), dict) or not spec["aggregates"]:
+        raise DataError(f"the spec {path!r} needs an [aggregates] table, e.g. n = {{ kind = \"count\" }}")
+    return spec
+
+
+def aggregate(name: str, item: Any) -> tables.Aggregate:
+    """One [aggregates] entry as an Aggregate."""
+    if not isinstance(item, dict) or item.get("kind") not in _KINDS:
+        raise invalid(f"aggregates.{name}", item, f"a table with kind one of {_KINDS}")
+    args = {k: v for k, v in item.items() if k != "kind"}
+    try:
+        agg: tables.Aggregate = getattr(tables, item["kind"])(**args)
+    except TypeError as exc:
+        raise DataError(f"aggregates.{name}: {exc}") from None
+    return agg
+
+
+def build(data: Any, spec: dict[str, Any], connection: duckdb.DuckDBPyConnection | None = None
+          ) -> tables.Query:
+    t = tables.table(data, spec["privacy_unit"], connection=connection)
+    where = spec.get("where", [])
+    for cond in [where] if isinstance(where, str) else where:
+        t = t.where(cond)
+    aggs = {n: aggregate(n, item) for n, item in spec["aggregates"].items()}
+    if spec.get("group_by"):
+        return t.group_by(spec["group_by"], keys=spec.get("keys")).agg(**aggs)
+    return t.agg(**aggs)
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = load_spec(args.spec)
+    options = {k: spec[k] for k in _RELEASE_KEYS if k in spec}
+    for k in ("epsilon", "delta"):
+        if getattr(args, k) is not None:
+            options[k] = getattr(args, k)
+    if "epsilon" not in options:
+        raise DataError("give epsilon in the spec or with --epsilon")
+    ledger = _ledger(args.ledger) if args.ledger else None
+    con = duckdb.connect()
+    query = build(args.data, spec, con)
+    release = _with_progress(con, lambda: query.release(ledger=ledger, label=spec.get("label"),
+                                                         **options))
+    console = Console()
+    console.print(render(release))
+    for line in release.caveats():
+        console.print(f"[dim]{line}[/]", highlight=False)
+    console.print(f"guarantee: {release.guarantee}", highlight=False)
+    if args.out:
+        out = Path(args.out)
+        df = release.to_pandas()
+        df.to_parquet(out, index=False) if out.suffix == ".parquet" else df.to_csv(out, index=False)
+        console.print(f"wrote {out}")
+    if args.report:
+        console.print(f"wrote {release.report(args.report)}")
+    return 0
+
+
+def _ledger(path: str) -> Any:
+    import bayesdp
+
+    if not hasattr(bayesdp, "Ledger"):
+        raise BayesdpError("this bayesdp has no budget ledger; run without --ledger")
+    return bayesdp.Ledger(path)
+
+
+def _with_progress(con: duckdb.DuckDBPyConnection, work: Any) -> Any:
+    """Run `work` while a progress bar follows DuckDB's scan of the data."""
+    result: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            result["value"] = work()
+        except BaseException as exc:  # re-raised in the calling thread
+            result["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    with Progress(TextColumn("scanning"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                  transient=True, console=Console(stderr=True)) as progress:
+        task = progress.add_task("scan", total=100)
+        thread.start()
+        while thread.is_alive():
+            thread.join(0.1)
+            pct = con.query_progress()
+            if pct >= 0:
+                progress.update(task, completed=pct)
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+def render(release: tables.Release) -> RichTable:
+    """The released groups, each value with its interval."""
+    df = release.to_pandas()
+    keys = list(release.keys.columns)
+    values = [c for c in df.columns if c not in keys and not c.endswith(("_low", "_high"))]
+    out = RichTable(title=f"{len(df)} group(s), {1 - release.alpha:.0%} intervals")
+    for c in keys:
+        out.add_column(c)
+    for c in values:
+        out.add_column(c, justify="right")
+    for _, row in df.iterrows():
+        out.add_row(*(str(row[c]) for c in keys),
+                    *(f"{row[c]:.4g} [{row[c + '_low']:.4g}, {row[c + '_high']:.4g}]" for c in values))
+    return out

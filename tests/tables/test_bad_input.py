@@ -1,0 +1,52 @@
+"""Bad input: one clear error each, naming what is wrong."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import bayesdp as bdp
+from bayesdp.errors import DataError, InvalidParameter
+
+
+def test_columns_are_checked_with_suggestions(events):
+    with pytest.raises(DataError, match="did you mean 'user_id'"):
+        bdp.table(events, privacy_unit="userid")
+    t = bdp.table(events, privacy_unit="user_id")
+    with pytest.raises(DataError, match="did you mean 'campaign'"):
+        t.group_by("Campaign")
+    with pytest.raises(DataError, match="not numeric"):
+        t.agg(x=bdp.sum("campaign", bounds=(0, 1)))
+
+
+@pytest.mark.parametrize("bounds", [(1, 1), (2, 1), (0, float("inf")), (float("nan"), 1), None, (1,)])
+def test_bad_bounds(bounds):
+    with pytest.raises(InvalidParameter, match="bounds"):
+        bdp.mean("x", bounds=bounds)
+
+
+def test_bad_release_parameters(events):
+    q = bdp.table(events, "user_id").group_by("campaign").agg(n=bdp.count())
+    with pytest.raises(InvalidParameter, match="partition selection needs delta > 0"):
+        q.release(epsilon=1.0)
+    with pytest.raises(InvalidParameter, match="epsilon"):
+        q.release(epsilon=0.0, delta=1e-6)
+    with pytest.raises(InvalidParameter, match="noise"):
+        q.release(epsilon=1.0, delta=1e-6, noise="cauchy")
+    with pytest.raises(InvalidParameter, match="max_groups_per_unit"):
+        q.release(epsilon=1.0, delta=1e-6, max_groups_per_unit=0)
+    with pytest.raises(InvalidParameter, match="keys"):
+        bdp.table(events, "user_id").group_by("campaign", keys=["a", "a"])
+
+
+def test_bad_data(tmp_path):
+    with pytest.raises(DataError, match="null in 1 rows"):
+        bdp.table(pd.DataFrame({"u": [1.0, np.nan], "v": [1.0, 2.0]}), "u").agg(
+            n=bdp.count()).release(1.0)
+    with pytest.raises(DataError, match="empty"):
+        bdp.table(pd.DataFrame({"u": pd.Series([], dtype=int)}), "u").agg(n=bdp.count()).release(1.0)
+    with pytest.raises(DataError, match="does not exist"):
+        bdp.table(tmp_path / "nope.parquet", "u")
+    with pytest.raises(DataError, match="cannot read"):
+        bdp.table(tmp_path / "x.xlsx", "u") if (tmp_path / "x.xlsx").touch() is None else None
+    with pytest.raises(DataError, match="rejected"):
+        bdp.table(pd.DataFrame({"u": [1]}), "u").where("nosuch > 1").agg(n=bdp.count()).release(1.0)

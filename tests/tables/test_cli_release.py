@@ -1,0 +1,47 @@
+"""`bayesdp release`: spec file, output files, one-line errors."""
+
+import pandas as pd
+
+from bayesdp.cli import main
+
+SPEC = """
+privacy_unit = "user_id"
+group_by = ["campaign"]
+keys = ["alpha", "beta", "gamma"]
+max_groups_per_unit = 2
+epsilon = 1.0
+[aggregates]
+users = { kind = "count_units" }
+revenue = { kind = "mean", column = "revenue", bounds = [0, 100] }
+"""
+
+
+def test_release_command_writes_table_and_report(events, tmp_path, capsys):
+    data, spec = tmp_path / "events.parquet", tmp_path / "spec.toml"
+    events.to_parquet(data)
+    spec.write_text(SPEC)
+    out, report = tmp_path / "out.csv", tmp_path / "r.html"
+    code = main(["release", str(data), "--spec", str(spec), "--epsilon", "2", "--out", str(out),
+                 "--report", str(report)])
+    assert code == 0
+    df = pd.read_csv(out)
+    assert list(df["campaign"]) == ["alpha", "beta", "gamma"]
+    assert {"users", "users_low", "revenue_high"} <= set(df.columns)
+    assert "ε=2 per user_id" in capsys.readouterr().out
+    assert "<img" in report.read_text()
+
+
+def test_release_command_errors_are_one_line(events, tmp_path, capsys):
+    data, spec = tmp_path / "events.csv", tmp_path / "spec.toml"
+    events.to_csv(data, index=False)
+    spec.write_text(SPEC.replace('column = "revenue"', 'column = "revenu"'))
+    assert main(["release", str(data), "--spec", str(spec)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "did you mean 'revenue'" in err and "Traceback" not in err
+    assert main(["release", str(tmp_path / "missing.csv"), "--spec", str(spec)]) == 2
+    assert "does not exist" in " ".join(capsys.readouterr().err.split())
+    spec.write_text("privacy_unit = 'user_id'\n[aggregates]\nn = { kind = 'count' }\n")
+    bad = tmp_path / "bad.parquet"
+    bad.write_text("not parquet")
+    assert main(["release", str(bad), "--spec", str(spec), "--epsilon", "1"]) == 2
+    assert "cannot parse" in " ".join(capsys.readouterr().err.split())
