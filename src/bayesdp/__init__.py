@@ -15,7 +15,7 @@ from bayesdp.mechanisms import (
     SparseVector,
 )
 from bayesdp.noise import rng_for_tests, secure_rng
-from bayesdp.privacy import Guarantee, SemanticPrivacy, compose
+from bayesdp.privacy import Guarantee, Ledger, SemanticPrivacy, compose
 from bayesdp.synth import Synthesizer, synthesize
 from bayesdp.tables import (
     Release,
@@ -39,6 +39,7 @@ __all__ = [
     "Guarantee",
     "Ladder",
     "Laplace",
+    "Ledger",
     "MarkovChain",
     "MarkovQuiltMechanism",
     "RandomizedResponse",

@@ -7,6 +7,7 @@ from bayesdp.privacy.accounting import (
     zcdp_epsilon_simple,
 )
 from bayesdp.privacy.guarantee import RELATIONS, Guarantee, Relation
+from bayesdp.privacy.ledger import Ledger, Spend
 from bayesdp.privacy.semantics import (
     BayesCheck,
     SemanticPrivacy,
@@ -20,8 +21,10 @@ __all__ = [
     "RELATIONS",
     "BayesCheck",
     "Guarantee",
+    "Ledger",
     "Relation",
     "SemanticPrivacy",
+    "Spend",
     "bayes_check",
     "compose",
     "dp_from_semantic",

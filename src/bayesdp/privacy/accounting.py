@@ -6,6 +6,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 import numpy as np
@@ -54,6 +55,8 @@ class Noise:
 
 def noise_of(mechanism: Any) -> Noise | None:
     """Read a mechanism's noise from its `noise` attribute and parameters; None if unknown."""
+    if isinstance(mechanism, Noise):
+        return mechanism
     kind = getattr(mechanism, "noise", None)
     if kind not in NOISES:
         return None
@@ -145,7 +148,7 @@ def compose(
         return basic
     rho: float | None = None
     if method == "zcdp":
-        rho = math.fsum(_rho(g, n) for g, n in pairs)
+        rho = math.fsum(rho_of(g, n) for g, n in pairs)
         eps = zcdp_epsilon(rho, d)
     elif method == "rdp":
         eps = _rdp_epsilon(pairs, d)
@@ -207,7 +210,7 @@ def _advanced(gs: Sequence[Guarantee], slack: float) -> tuple[float, float]:
     return bound, math.fsum(g.delta for g in gs) + slack
 
 
-def _rho(g: Guarantee, noise: Noise | None) -> float:
+def rho_of(g: Guarantee, noise: Noise | None) -> float:
     """ρ: stated, Δ²/2σ² for Gaussian noise (CKS 2020, Thm 14), ε²/2 if pure (BS16, Prop. 1.4)."""
     if g.rho is not None:
         return g.rho
@@ -257,7 +260,7 @@ def _rdp_event(g: Guarantee, noise: Noise | None) -> tuple[Any, Any]:
         return dp_event.LaplaceDpEvent(noise.scale / noise.sensitivity), add_remove
     if noise is not None and noise.grid is None and noise.kind == "gaussian":
         return dp_event.GaussianDpEvent(noise.scale / noise.sensitivity), add_remove
-    return dp_event.ZCDpEvent(_rho(g, noise)), add_remove
+    return dp_event.ZCDpEvent(rho_of(g, noise)), add_remove
 
 
 def _pld_epsilon(pairs: Sequence[tuple[Guarantee, Noise | None]], delta: float) -> float:
@@ -294,6 +297,7 @@ def _pld_key(g: Guarantee, noise: Noise | None) -> _PldKey:
     return (("discrete_" if lattice else "") + base, scale, sens, 0.0)
 
 
+@lru_cache(maxsize=256)
 def _pld_of(key: _PldKey) -> Any:
     """The dp-accounting privacy-loss distribution of one item."""
     from dp_accounting.pld import common as pld_common

@@ -1,0 +1,350 @@
+"""A persistent privacy budget: every spend recorded in SQLite (WAL), atomically, before release.
+
+`spend()` runs in one `BEGIN IMMEDIATE` transaction: it reads what was spent, checks the
+budget and inserts the new spend, so concurrent processes serialise and a process killed at
+any instant leaves either the whole spend or none of it. A caller releases a result only
+after `spend()` returns, so no release exists without its record.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from scipy.optimize import brentq
+
+from bayesdp.errors import BudgetExceeded, InvalidParameter, LedgerError, invalid
+from bayesdp.privacy.accounting import Noise, compose, noise_of, rho_of, zcdp_epsilon
+from bayesdp.privacy.guarantee import Guarantee
+
+Accounting = Literal["basic", "zcdp", "pld"]
+ACCOUNTINGS: tuple[str, ...] = ("basic", "zcdp", "pld")
+APP = "bayesdp-ledger"
+FORMAT = "1"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+BUSY_TIMEOUT_S = 60.0
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE spends (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    label TEXT NOT NULL,
+    time REAL NOT NULL,
+    epsilon REAL NOT NULL,
+    delta REAL NOT NULL,
+    rho REAL,
+    relation TEXT NOT NULL,
+    unit TEXT NOT NULL,
+    noise TEXT
+);
+"""
+
+
+@dataclass(frozen=True)
+class Spend:
+    """One recorded spend: its label, its time (Unix seconds, UTC) and its guarantee."""
+
+    label: str
+    time: float
+    guarantee: Guarantee
+
+
+class Ledger:
+    """A privacy budget kept in an SQLite file at `path`, shared safely by many processes.
+
+    A new file is created with `budget` (a Guarantee) and `accounting` ("basic": ε and δ add;
+    "zcdp": ρ adds, checked against the budget's ρ or its (ε, δ) by the tight conversion;
+    "pld": Google dp-accounting's PLD at the budget's δ). An existing file keeps its own
+    budget and accounting; passing different ones is an error. A file that is not a bayesdp
+    ledger, or is corrupt, raises LedgerError and is never written to.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        budget: Guarantee | None = None,
+        accounting: Accounting | str | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self._conn: sqlite3.Connection | None = None
+        self._pid = os.getpid()
+        if accounting is not None and accounting not in ACCOUNTINGS:
+            raise invalid("accounting", accounting, f"one of {ACCOUNTINGS}")
+        if budget is not None and not isinstance(budget, Guarantee):
+            raise invalid("budget", budget, "a Guarantee")
+        if not self.path.exists():
+            if budget is None:
+                raise LedgerError(f"no ledger at {self.path}; give a budget to create one")
+            _check_budget(budget, accounting or "basic")
+            self._create(budget, accounting or "basic")
+        try:
+            self.budget, self.accounting = self._open()
+            if budget is not None and budget != self.budget:
+                raise LedgerError(
+                    f"{self.path} has budget {self.budget}; refusing to change it to {budget}"
+                )
+            if accounting is not None and accounting != self.accounting:
+                raise LedgerError(
+                    f"{self.path} uses {self.accounting} accounting; "
+                    f"refusing to switch to {accounting}"
+                )
+        except BaseException:
+            self.close()
+            raise
+
+    # -- creation and validation ---------------------------------------------------------
+
+    def _create(self, budget: Guarantee, accounting: str) -> None:
+        """Build the file aside and link it into place, so that nothing is ever overwritten."""
+        tmp = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            conn = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.executescript(_SCHEMA)
+                meta = {
+                    "app": APP,
+                    "format": FORMAT,
+                    "budget": json.dumps(_guarantee_json(budget)),
+                    "accounting": accounting,
+                    "created": repr(time.time()),
+                }
+                conn.executemany("INSERT INTO meta VALUES (?, ?)", sorted(meta.items()))
+            finally:
+                conn.close()
+            # If another process created it first, keep theirs: _open() validates it.
+            with suppress(FileExistsError):
+                os.link(tmp, self.path)
+        finally:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+
+    def _open(self) -> tuple[Guarantee, str]:
+        """Validate the file without writing to it; return its budget and accounting."""
+        try:
+            with open(self.path, "rb") as f:
+                head = f.read(len(SQLITE_MAGIC))
+        except OSError as exc:
+            raise LedgerError(f"cannot read ledger {self.path}: {exc}") from None
+        if head != SQLITE_MAGIC:
+            raise LedgerError(
+                f"{self.path} is not a bayesdp ledger (not an SQLite database); left untouched"
+            )
+        try:
+            with self._connect() as conn:
+                meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+                if meta.get("app") != APP:
+                    raise LedgerError(f"{self.path} is not a bayesdp ledger; left untouched")
+                if meta.get("format") != FORMAT:
+                    raise LedgerError(
+                        f"{self.path} has ledger format {meta.get('format')!r}; "
+                        f"this bayesdp reads format {FORMAT}"
+                    )
+                check = conn.execute("PRAGMA quick_check").fetchone()[0]
+                if check != "ok":
+                    raise LedgerError(f"ledger {self.path} is corrupt ({check}); left untouched")
+                budget = _guarantee_from(json.loads(meta["budget"]))
+                accounting = meta["accounting"]
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(
+                f"{self.path} is not a bayesdp ledger or is corrupt ({exc}); left untouched"
+            ) from None
+        except (KeyError, ValueError, TypeError) as exc:
+            raise LedgerError(f"ledger {self.path} has a damaged header ({exc})") from None
+        if accounting not in ACCOUNTINGS:
+            raise LedgerError(f"ledger {self.path} names an unknown accounting {accounting!r}")
+        return budget, accounting
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        """This process's connection (a forked child opens its own; SQLite forbids sharing)."""
+        if self._conn is None or self._pid != os.getpid():
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            conn.execute("PRAGMA synchronous=FULL")  # a returned spend survives power loss too
+            self._conn, self._pid = conn, os.getpid()
+        yield self._conn
+
+    def close(self) -> None:
+        """Close this process's connection (reopened on next use)."""
+        if self._conn is not None and self._pid == os.getpid():
+            self._conn.close()
+        self._conn = None
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- spending ------------------------------------------------------------------------
+
+    def spend(self, guarantee: Any, label: str) -> Spend:
+        """Record a spend, or raise BudgetExceeded (naming what remains) and record nothing."""
+        g = guarantee if isinstance(guarantee, Guarantee) else getattr(guarantee, "guarantee", None)
+        if not isinstance(g, Guarantee):
+            raise invalid("guarantee", guarantee, "a Guarantee or a mechanism with .guarantee")
+        if not isinstance(label, str) or not label.strip():
+            raise invalid("label", label, "a non-empty string saying what the spend is for")
+        self._check_compatible(g)
+        noise = noise_of(g.mechanism)
+        with self._connect() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                spent = self._spends(conn)
+                record = Spend(label, time.time(), g)
+                if not self._within([*spent, record]):
+                    left = self._remaining(spent)
+                    raise BudgetExceeded(
+                        f"spending {g} for {label!r} would exceed the budget {self.budget} "
+                        f"({self.accounting} accounting); remaining: {left}"
+                    )
+                conn.execute(
+                    "INSERT INTO spends (label, time, epsilon, delta, rho, relation, unit, noise)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        label,
+                        record.time,
+                        g.epsilon,
+                        g.delta,
+                        g.rho,
+                        g.relation,
+                        g.unit,
+                        None if noise is None else json.dumps(asdict(noise)),
+                    ),
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return record
+
+    def remaining(self) -> Guarantee:
+        """What is left: ε and δ (basic), ρ (zcdp), or ε headroom at the budget's δ (pld)."""
+        with self._connect() as conn:
+            return self._remaining(self._spends(conn))
+
+    def spent(self) -> Guarantee:
+        """The total spent so far under this ledger's accounting."""
+        with self._connect() as conn:
+            return self._total(self._spends(conn))
+
+    def history(self) -> list[Spend]:
+        """Every spend in the order recorded."""
+        with self._connect() as conn:
+            return self._spends(conn)
+
+    # -- accounting ----------------------------------------------------------------------
+
+    def _check_compatible(self, g: Guarantee) -> None:
+        b = self.budget
+        if g.relation != b.relation:
+            raise InvalidParameter(
+                f"relation={g.relation!r} is not allowed: this ledger's budget is for "
+                f"{b.relation!r} neighbours; convert with .to_relation() first"
+            )
+        if g.unit != b.unit:
+            raise InvalidParameter(
+                f"unit={g.unit!r} is not allowed: this ledger's budget protects one {b.unit!r}"
+            )
+
+    def _spends(self, conn: sqlite3.Connection) -> list[Spend]:
+        rows = conn.execute(
+            "SELECT label, time, epsilon, delta, rho, relation, unit, noise FROM spends ORDER BY id"
+        ).fetchall()
+        return [
+            Spend(
+                label,
+                t,
+                Guarantee(
+                    eps,
+                    delta,
+                    relation=relation,
+                    unit=unit,
+                    rho=rho,
+                    mechanism=None if noise is None else Noise(**json.loads(noise)),
+                ),
+            )
+            for label, t, eps, delta, rho, relation, unit, noise in rows
+        ]
+
+    def _total(self, spends: list[Spend]) -> Guarantee:
+        b = self.budget
+        if not spends:
+            return Guarantee(0.0, 0.0, relation=b.relation, unit=b.unit)
+        items = [s.guarantee for s in spends]
+        if self.accounting == "basic":
+            return compose(items, "basic")
+        if self.accounting == "zcdp":
+            return compose(items, "zcdp", delta=b.delta)
+        return compose(items, "pld", delta=b.delta)
+
+    def _within(self, spends: list[Spend]) -> bool:
+        b = self.budget
+        try:
+            total = self._total(spends)
+        except InvalidParameter:  # e.g. the parts' δ already exceed the budget's δ
+            return False
+        if self.accounting == "basic":
+            return total.epsilon <= b.epsilon and total.delta <= b.delta
+        if self.accounting == "zcdp" and b.rho is not None:
+            return total.rho is not None and total.rho <= b.rho
+        return total.epsilon <= b.epsilon
+
+    def _remaining(self, spends: list[Spend]) -> Guarantee:
+        b = self.budget
+        total = self._total(spends)
+        if self.accounting == "basic":
+            return Guarantee(
+                max(0.0, b.epsilon - total.epsilon),
+                max(0.0, b.delta - total.delta),
+                relation=b.relation,
+                unit=b.unit,
+            )
+        if self.accounting == "zcdp":
+            used = math.fsum(rho_of(s.guarantee, noise_of(s.guarantee.mechanism)) for s in spends)
+            rho = max(0.0, _budget_rho(b) - used)
+            eps = zcdp_epsilon(rho, b.delta)
+            return Guarantee(eps, b.delta, relation=b.relation, unit=b.unit, rho=rho)
+        return Guarantee(
+            max(0.0, b.epsilon - total.epsilon), b.delta, relation=b.relation, unit=b.unit
+        )
+
+
+def _budget_rho(b: Guarantee) -> float:
+    """The budget as ρ: stated, or the largest ρ whose tight (ε, δ) fits (CKS 2020, Prop. 12)."""
+    if b.rho is not None:
+        return b.rho
+    hi = 1.0
+    while zcdp_epsilon(hi, b.delta) < b.epsilon:
+        hi *= 2
+    return float(brentq(lambda r: zcdp_epsilon(r, b.delta) - b.epsilon, 0.0, hi, xtol=1e-14))
+
+
+def _check_budget(b: Guarantee, accounting: str) -> None:
+    if accounting in ("zcdp", "pld") and b.delta == 0 and not (accounting == "zcdp" and b.rho):
+        raise invalid("budget", b, f"a budget with δ > 0 for {accounting} accounting")
+
+
+def _guarantee_json(g: Guarantee) -> dict[str, Any]:
+    return {
+        "epsilon": g.epsilon,
+        "delta": g.delta,
+        "rho": g.rho,
+        "relation": g.relation,
+        "unit": g.unit,
+    }
+
+
+def _guarantee_from(d: dict[str, Any]) -> Guarantee:
+    return Guarantee(
+        d["epsilon"], d["delta"], relation=d["relation"], unit=d["unit"], rho=d["rho"]
+    )

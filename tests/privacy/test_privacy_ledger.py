@@ -1,0 +1,232 @@
+"""Ledger: atomic spends, accounting, concurrent processes, SIGKILL, and files it must refuse."""
+
+import hashlib
+import multiprocessing
+import os
+import signal
+import sqlite3
+import time
+
+import pytest
+
+from bayesdp.errors import BudgetExceeded, InvalidParameter, LedgerError
+from bayesdp.privacy import Guarantee, compose, zcdp_epsilon
+from bayesdp.privacy.ledger import Ledger
+
+
+def sha(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class Lap:
+    noise = "laplace"
+
+    def __init__(self, epsilon):
+        self.scale, self.sensitivity = 1 / epsilon, 1.0
+        self.guarantee = Guarantee(epsilon, mechanism=self)
+
+
+def test_basic_spend_history_and_remaining(tmp_path):
+    led = Ledger(tmp_path / "l.db", budget=Guarantee(1.0, 1e-6, unit="user"))
+    assert led.remaining() == Guarantee(1.0, 1e-6, unit="user")
+    for i in range(9):
+        led.spend(Guarantee(0.1, 1e-7, unit="user"), f"q{i}")
+    assert led.remaining().epsilon == pytest.approx(0.1, abs=1e-12)
+    rec = led.spend(Guarantee(0.1, 1e-7, unit="user"), "last")
+    assert rec.label == "last" and abs(rec.time - time.time()) < 60
+    with pytest.raises(BudgetExceeded, match=r"remaining: ε=0 per user"):
+        led.spend(Guarantee(0.01, unit="user"), "one too many")
+    hist = Ledger(tmp_path / "l.db").history()  # reopened from disk
+    assert [h.label for h in hist] == [f"q{i}" for i in range(9)] + ["last"]
+    assert hist[0].guarantee == Guarantee(0.1, 1e-7, unit="user")
+    assert led.spent() == compose([h.guarantee for h in hist])
+
+
+def test_refused_spend_records_nothing_and_names_what_remains(tmp_path):
+    led = Ledger(tmp_path / "l.db", budget=Guarantee(1.0))
+    led.spend(Guarantee(0.75), "a")
+    with pytest.raises(BudgetExceeded, match=r"'b'.*remaining: ε=0.25 per row"):
+        led.spend(Guarantee(0.5), "b")
+    assert [h.label for h in led.history()] == ["a"]
+    led.spend(Guarantee(0.25), "c")  # exactly the rest is allowed
+
+
+def test_zcdp_accounting_beats_basic(tmp_path):
+    budget = Guarantee(4.0, 1e-5)
+    z = Ledger(tmp_path / "z.db", budget=budget, accounting="zcdp")
+    for i in range(50):  # basic: 5.0, over budget
+        z.spend(Lap(0.1), f"z{i}")
+    assert z.spent().rho == pytest.approx(50 * 0.1**2 / 2, rel=1e-12)
+    assert z.spent().epsilon <= 4.0
+    fresh = Ledger(tmp_path / "z0.db", budget=budget, accounting="zcdp").remaining().rho
+    assert z.remaining().rho == pytest.approx(fresh - 0.25, rel=1e-9)
+    assert zcdp_epsilon(fresh, 1e-5) == pytest.approx(4.0, rel=1e-9)
+    with pytest.raises(BudgetExceeded):
+        Ledger(tmp_path / "b.db", budget=budget).spend(Guarantee(5.0), "x")
+
+
+def test_pld_accounting_beats_basic_and_keeps_the_noise(tmp_path):
+    p = Ledger(tmp_path / "p.db", budget=Guarantee(2.9, 1e-5), accounting="pld")
+    for i in range(15):  # basic: 3.0, over budget; PLD: 2.81
+        p.spend(Lap(0.2), f"p{i}")
+    assert p.spent().epsilon == pytest.approx(compose([Lap(0.2)] * 15, "pld", 1e-5).epsilon)
+    assert p.remaining().epsilon == pytest.approx(2.9 - p.spent().epsilon)
+    # reopened from disk, the noise is still known and gives the same figure
+    assert Ledger(tmp_path / "p.db").spent().epsilon == pytest.approx(p.spent().epsilon)
+    with pytest.raises(BudgetExceeded):
+        p.spend(Lap(0.2), "one more")
+
+
+def test_zcdp_budget_in_rho(tmp_path):
+    led = Ledger(tmp_path / "r.db", budget=Guarantee.zcdp(0.5), accounting="zcdp")
+    led.spend(Guarantee.zcdp(0.3), "a")
+    with pytest.raises(BudgetExceeded, match=r"ρ=0\.2"):
+        led.spend(Guarantee.zcdp(0.25), "b")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"budget": Guarantee(1), "accounting": "fancy"}, "accounting"),
+        ({"budget": 1.0}, "budget"),
+        ({"budget": Guarantee(1), "accounting": "pld"}, "budget"),
+    ],
+)
+def test_bad_ledger_parameters(tmp_path, kwargs, name):
+    with pytest.raises(InvalidParameter, match=name):
+        Ledger(tmp_path / "x.db", **kwargs)
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_bad_spends(tmp_path):
+    led = Ledger(tmp_path / "l.db", budget=Guarantee(1))
+    with pytest.raises(InvalidParameter, match="relation"):
+        led.spend(Guarantee(0.1, relation="replace_one"), "a")
+    with pytest.raises(InvalidParameter, match="unit"):
+        led.spend(Guarantee(0.1, unit="user"), "a")
+    with pytest.raises(InvalidParameter, match="label"):
+        led.spend(Guarantee(0.1), " ")
+    with pytest.raises(InvalidParameter, match="guarantee"):
+        led.spend(0.1, "a")
+    assert led.history() == []
+
+
+def test_existing_ledger_keeps_its_budget(tmp_path):
+    Ledger(tmp_path / "l.db", budget=Guarantee(1))
+    with pytest.raises(LedgerError, match="refusing to change"):
+        Ledger(tmp_path / "l.db", budget=Guarantee(2))
+    with pytest.raises(LedgerError, match="refusing to switch"):
+        Ledger(tmp_path / "l.db", accounting="pld")
+    with pytest.raises(LedgerError, match="no ledger"):
+        Ledger(tmp_path / "missing.db")
+
+
+def _other_sqlite(path):
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE meta (key TEXT, value TEXT)")
+    conn.execute("INSERT INTO meta VALUES ('app', 'something else')")
+    conn.commit()
+    conn.close()
+
+
+def _corrupt_ledger(path):
+    led = Ledger(path, budget=Guarantee(100.0))
+    for i in range(200):
+        led.spend(Guarantee(0.1), f"spend number {i} " + "x" * 40)
+    data = bytearray(path.read_bytes())
+    assert len(data) > 3 * 4096
+    data[2 * 4096 : 2 * 4096 + 300] = b"\xff" * 300  # clobber a b-tree page header and cells
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda p: p.write_text("name,age\nada,36\n"),
+        lambda p: p.write_bytes(os.urandom(8192)),
+        lambda p: p.write_bytes(b""),
+        _other_sqlite,
+        _corrupt_ledger,
+        lambda p: p.write_bytes(b"SQLite format 3\x00" + b"\x00" * 50),
+    ],
+    ids=["csv", "random", "empty", "other-sqlite", "corrupt-ledger", "truncated"],
+)
+def test_refuses_foreign_or_corrupt_files_without_touching_them(tmp_path, make):
+    path = tmp_path / "budget.db"
+    make(path)
+    before = sha(path)
+    with pytest.raises(LedgerError, match="ledger"):
+        Ledger(path, budget=Guarantee(1.0))
+    with pytest.raises(LedgerError):
+        Ledger(path)
+    assert sha(path) == before
+
+
+def _spend_until_refused(path, tag, conn):
+    """Child process: ask for 10 spends of 0.1 and report how many were granted."""
+    led = Ledger(path, budget=Guarantee(2.5))
+    ok = 0
+    for i in range(10):
+        try:
+            led.spend(Guarantee(0.1), f"{tag}-{i}")
+            ok += 1
+        except BudgetExceeded:
+            pass
+    conn.send(ok)
+
+
+def test_concurrent_processes_never_exceed_the_budget(tmp_path):
+    ctx = multiprocessing.get_context("fork")  # children start at once, without re-importing
+    path = tmp_path / "shared.db"  # created by whichever process gets there first
+    pipes = [ctx.Pipe() for _ in range(6)]
+    procs = [
+        ctx.Process(target=_spend_until_refused, args=(path, f"w{k}", child))
+        for k, (_, child) in enumerate(pipes)
+    ]
+    for p in procs:
+        p.start()
+    granted = sum(parent.recv() for parent, _ in pipes)
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    led = Ledger(path)
+    assert granted == len(led.history()) == 25  # 25 × 0.1 = 2.5 exactly, 60 asked for
+    assert led.spent().epsilon <= 2.5
+    assert len({h.label for h in led.history()}) == 25
+
+
+def _spend_forever(path, tag, fd):
+    """Child process: spend, then 'release' (write the label) only after the spend returned."""
+    led = Ledger(path, budget=Guarantee(1e6))
+    i = 0
+    while True:
+        led.spend(Guarantee(1e-3), f"{tag}-{i}")
+        os.write(fd, f"{tag}-{i}\n".encode())
+        i += 1
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.013, 0.029])
+def test_sigkill_leaves_no_half_spend_and_no_unrecorded_release(tmp_path, delay):
+    ctx = multiprocessing.get_context("fork")
+    path = tmp_path / "killed.db"
+    out = tmp_path / "released.txt"
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    for rnd in range(3):
+        proc = ctx.Process(target=_spend_forever, args=(path, f"r{rnd}", fd))
+        proc.start()
+        deadline = time.monotonic() + 60
+        while out.read_text().count(f"r{rnd}-") < 5 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        time.sleep(delay)  # then kill it at an arbitrary instant
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.join()
+        released = [x for x in out.read_text().split("\n") if x]
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        history = Ledger(path).history()
+        recorded = [h.label for h in history]
+        assert set(released) <= set(recorded)  # every release has its record
+        assert len(recorded) - len(released) <= rnd + 1  # at most one unreleased spend per kill
+        assert len(set(recorded)) == len(recorded) >= 5 * (rnd + 1)
+        assert all(h.guarantee == Guarantee(1e-3) for h in history)
+    os.close(fd)
