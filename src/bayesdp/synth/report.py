@@ -48,16 +48,21 @@ def _one_way(real: pd.Series, syn: pd.Series, labels: list[str]) -> str:
 def _two_way(real: pd.DataFrame, syn: pd.DataFrame, a: str, b: str, tvd: float) -> str:
     rows = sorted(set(real[a]) | set(syn[a]))
     cols = sorted(set(real[b]) | set(syn[b]))
-    fig = Figure(figsize=(8, 3))
-    axes = fig.subplots(1, 2)
-    for ax, frame, title in ((axes[0], real, "real"), (axes[1], syn, "synthetic")):
-        t = pd.crosstab(frame[a], frame[b], normalize=True).reindex(
-            index=rows, columns=cols, fill_value=0.0)
-        im = ax.imshow(t.to_numpy(), aspect="auto", cmap="viridis")
+    tables = [pd.crosstab(f[a], f[b], normalize=True).reindex(index=rows, columns=cols,
+                                                              fill_value=0.0).to_numpy()
+              for f in (real, syn)]
+    top = max(float(t.max()) for t in tables)
+    fig = Figure(figsize=(9, 3.4))
+    axes = fig.subplots(1, 2, gridspec_kw={"wspace": 0.5})
+    for ax, t, title in zip(axes, tables, ("real", "synthetic"), strict=True):
+        im = ax.imshow(t, aspect="auto", cmap="viridis", vmin=0.0, vmax=top)
         ax.set_title(f"{title}: {a} x {b}", fontsize=9)
+        ax.set_xticks(range(len(cols)), [c[:10] for c in cols], rotation=60, ha="right",
+                      fontsize=6)
+        ax.set_yticks(range(len(rows)), [r[:14] for r in rows], fontsize=6)
         ax.set_xlabel(b, fontsize=8)
         ax.set_ylabel(a, fontsize=8)
-        fig.colorbar(im, ax=ax)
+    fig.colorbar(im, ax=list(axes))
     fig.suptitle(f"TVD {tvd:.4f}", fontsize=9)
     return _png(fig)
 
