@@ -134,3 +134,15 @@ def test_discrete_outputs_are_integers() -> None:
     rng = rng_for_tests(5)
     for mech in DISCRETE_LAPLACES + DISCRETE_GAUSSIANS:
         assert mech.release(np.arange(10), rng=rng).dtype == np.int64
+
+
+@pytest.mark.parametrize("mech", ALL, ids=repr)
+def test_guarantee_names_its_mechanism(mech: object) -> None:
+    guarantee = mech.guarantee  # type: ignore[attr-defined]
+    assert guarantee.mechanism is mech
+    assert guarantee.relation == "add_remove" and guarantee.unit == "row"
+    if isinstance(mech, Laplace | DiscreteLaplace):
+        assert (guarantee.epsilon, guarantee.delta, guarantee.rho) == (mech.epsilon, 0.0, None)
+    else:
+        assert isinstance(mech, Gaussian | DiscreteGaussian)
+        assert guarantee.rho is not None or guarantee.delta > 0
