@@ -83,19 +83,17 @@ def interval_family(
     edges = np.concatenate([[-np.inf], cuts, [np.inf]])
     le0 = np.searchsorted(np.sort(s0), edges, side="right")
     le1 = np.searchsorted(np.sort(s1), edges, side="right")
+    le0[0] = le1[0] = 0  # the lowest edge lies below everything, -inf included
     i, k = np.triu_indices(edges.size, 1)
     name, col = _name(j), _column(j)
 
     def build(m: int) -> Event:
         lo, hi = float(edges[i[m]]), float(edges[k[m]])
-        if lo == -np.inf and hi == np.inf:
-            text = f"{name} is not nan"
-        elif lo == -np.inf:
-            text = f"{name} <= {hi!r}"
-        elif hi == np.inf:
-            text = f"{name} > {lo!r}"
-        else:
-            text = f"{lo!r} < {name} <= {hi!r}"
+        if i[m] == 0 and hi == np.inf:
+            return Event(f"{name} is not nan", lambda out: col(out) == col(out))
+        if i[m] == 0:
+            return Event(f"{name} <= {hi!r}", lambda out: col(out) <= hi)
+        text = f"{name} > {lo!r}" if hi == np.inf else f"{lo!r} < {name} <= {hi!r}"
         return Event(text, lambda out: (col(out) > lo) & (col(out) <= hi))
 
     return Family(le0[k] - le0[i], le1[k] - le1[i], build)
