@@ -25,7 +25,7 @@ def numpy_laplace(k: np.ndarray, loc: float, scale: float) -> np.ndarray:
     u = k.astype(np.float64) * 2.0**-53
     upper = u >= 0.5
     arg = np.where(upper, 2.0 - u - u, u + u)
-    log = _log(arg).astype(np.float64)
+    log = np.asarray(_log(arg), dtype=np.float64)
     return np.where(upper, loc - scale * log, loc + scale * log)
 
 
