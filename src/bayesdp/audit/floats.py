@@ -47,7 +47,7 @@ _WORDS = 2**53  # numpy's next_double: U = k / 2^53, k uniform in [0, 2^53)
 
 @dataclass(frozen=True)
 class NumpyLaplace:
-    """The exact inverse of numpy's `Generator.laplace(loc, scale)` (distributions.c, random_laplace).
+    """The exact inverse of numpy's `Generator.laplace` at (loc, scale) (distributions.c, random_laplace).
 
     numpy draws U = k/2^53 and returns loc - scale·ln(2-U-U) if U ≥ 1/2, else loc + scale·ln(U+U)
     (U = 0 is redrawn). Rounded float operations are monotone, so the output is non-decreasing
@@ -62,7 +62,7 @@ class NumpyLaplace:
 
     @property
     def description(self) -> str:
-        return f"numpy Generator.laplace(loc=input, scale={self.scale!r})"
+        return f"numpy's Generator.laplace with loc = input, scale = {self.scale!r}"
 
     def output(self, k: np.ndarray, loc: float) -> np.ndarray:
         """The value numpy returns for the word k (vectorized replay of random_laplace)."""
@@ -76,7 +76,7 @@ class NumpyLaplace:
         return out
 
     def reachable(self, values: np.ndarray, loc: float) -> np.ndarray:
-        """True where `Generator.laplace(loc, scale)` can return exactly that value."""
+        """True where numpy's `Generator.laplace` at (loc, scale) can return exactly that value."""
         loc = check_finite("input", loc)
         y = np.asarray(values, dtype=np.float64).ravel()
         lo = np.ones(y.size, dtype=np.int64)
