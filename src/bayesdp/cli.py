@@ -13,7 +13,7 @@ from rich.markup import escape
 from bayesdp.errors import BayesdpError
 
 # Sub-command modules under bayesdp.commands, each exposing register(subparsers).
-COMMANDS: tuple[str, ...] = ("audit", "synth", "holdout", "release")
+COMMANDS: tuple[str, ...] = ("audit", "synth", "holdout", "release", "explain", "ledger")
 
 err = Console(stderr=True)
 

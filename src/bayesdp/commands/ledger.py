@@ -1,0 +1,74 @@
+"""`bayesdp ledger init|show PATH`: create a privacy-budget ledger, or list what it has spent."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from bayesdp.errors import LedgerError
+from bayesdp.privacy import RELATIONS, Guarantee, Ledger
+from bayesdp.privacy.ledger import ACCOUNTINGS
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "ledger",
+        help="create or show a persistent privacy-budget ledger",
+        description="A ledger is an SQLite file that records every spend of a privacy budget.",
+    )
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    init = actions.add_parser("init", help="create a new ledger (never overwrites a file)")
+    init.add_argument("path", type=Path)
+    init.add_argument("--epsilon", required=True, type=float, help="budget ε")
+    init.add_argument("--delta", type=float, default=0.0, help="budget δ (default 0)")
+    init.add_argument("--accounting", choices=ACCOUNTINGS, default="basic")
+    init.add_argument("--unit", default="row", help="the privacy unit (default: row)")
+    init.add_argument("--relation", choices=RELATIONS, default="add_remove")
+    init.set_defaults(run=run_init)
+    show = actions.add_parser("show", help="list the spends, the total and what remains")
+    show.add_argument("path", type=Path)
+    show.set_defaults(run=run_show)
+
+
+def run_init(args: argparse.Namespace) -> int:
+    if args.path.exists():
+        raise LedgerError(f"{args.path} already exists; it was not overwritten")
+    budget = Guarantee(args.epsilon, args.delta, relation=args.relation, unit=args.unit)
+    with Ledger(args.path, budget=budget, accounting=args.accounting) as led:
+        Console().print(
+            escape(f"created ledger {args.path}: budget {led.budget}, {led.accounting} accounting"),
+            highlight=False,
+        )
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    if not args.path.exists():
+        raise LedgerError(f"no ledger at {args.path}")
+    with Ledger(args.path) as led:
+        history, spent, left = led.history(), led.spent(), led.remaining()
+        title = f"{args.path}: budget {led.budget}, {led.accounting} accounting"
+    table = Table(title=escape(title))
+    for name in ("#", "time (UTC)", "label", "ε", "δ", "ρ"):
+        table.add_column(name, justify="right" if name in ("#", "ε", "δ", "ρ") else "left")
+    for i, s in enumerate(history, 1):
+        g = s.guarantee
+        table.add_row(
+            str(i),
+            datetime.fromtimestamp(s.time, UTC).strftime("%Y-%m-%d %H:%M:%S"),
+            escape(s.label),
+            f"{g.epsilon:.6g}",
+            f"{g.delta:.3g}",
+            "" if g.rho is None else f"{g.rho:.6g}",
+        )
+    console = Console()
+    console.print(table)
+    console.print(escape(f"spent: {spent}"), highlight=False)
+    console.print(escape(f"remaining: {left}"), highlight=False)
+    return 0

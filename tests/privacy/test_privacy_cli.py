@@ -1,0 +1,65 @@
+"""`bayesdp explain` and `bayesdp ledger init|show`."""
+
+import json
+
+import pytest
+
+from bayesdp.cli import main
+from bayesdp.privacy import Guarantee, Ledger
+
+
+def test_explain_words(capsys):
+    assert main(["explain", "--epsilon", "0.1", "--delta", "1e-6", "--n", "1000000"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "no semantic guarantee follows" in out and "δ ≪ ε²/n" in out
+    assert "adds up" in out
+
+
+def test_explain_json(capsys):
+    args = ["explain", "--epsilon", "0.5", "--n", "100", "--prior", "0.01", "--json"]
+    assert main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["semantic"]["holds"] is True
+    assert data["semantic"]["epsilon"] == pytest.approx(0.6487212707)
+    assert data["posterior"] == [{"prior": 0.01, "max_posterior": pytest.approx(0.0164, abs=5e-5)}]
+    assert data["min_total_error"] == pytest.approx(0.755081, abs=5e-7)
+
+
+@pytest.mark.parametrize(
+    ("args", "name"),
+    [
+        (["--epsilon", "nan"], "epsilon"),
+        (["--epsilon", "1", "--delta", "1"], "delta"),
+        (["--epsilon", "1", "--prior", "0"], "prior"),
+        (["--epsilon", "1", "--n", "0"], "n="),
+    ],
+)
+def test_explain_bad_input_is_one_line_exit_2(capsys, args, name):
+    assert main(["explain", *args]) == 2
+    err = capsys.readouterr().err
+    assert name in err and "Traceback" not in err
+
+
+def test_ledger_init_and_show(tmp_path, capsys):
+    path = tmp_path / "budget.db"
+    assert main(["ledger", "init", str(path), "--epsilon", "1", "--delta", "1e-6"]) == 0
+    assert "created ledger" in capsys.readouterr().out
+    led = Ledger(path)
+    led.spend(Guarantee(0.25), "[red]counts[/red]")
+    led.close()
+    assert main(["ledger", "show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "[red]counts[/red]" in out  # labels are shown literally, never as markup
+    assert "spent: ε=0.25" in out and "remaining: ε=0.75, δ=1e-06" in out
+
+
+def test_ledger_init_never_overwrites(tmp_path, capsys):
+    path = tmp_path / "precious.csv"
+    path.write_text("a,b\n1,2\n")
+    assert main(["ledger", "init", str(path), "--epsilon", "1"]) == 2
+    assert "not overwritten" in capsys.readouterr().err
+    assert path.read_text() == "a,b\n1,2\n"
+    assert main(["ledger", "show", str(path)]) == 2
+    assert "not a bayesdp ledger" in capsys.readouterr().err
+    assert main(["ledger", "show", str(tmp_path / "missing.db")]) == 2
+    assert "no ledger" in capsys.readouterr().err
