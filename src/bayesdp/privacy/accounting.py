@@ -13,7 +13,7 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 from bayesdp.errors import InvalidParameter, check_delta, check_nonnegative, invalid
-from bayesdp.privacy.guarantee import Guarantee
+from bayesdp.privacy.guarantee import Guarantee, check_compatible
 
 Method = Literal["basic", "advanced", "zcdp", "rdp", "pld"]
 METHODS: tuple[str, ...] = ("basic", "advanced", "zcdp", "rdp", "pld")
@@ -169,18 +169,8 @@ def _pairs(items: Iterable[Any]) -> list[tuple[Guarantee, Noise | None]]:
         pairs.append((g, noise_of(g.mechanism)))
     if not pairs:
         raise invalid("items", pairs, "a non-empty sequence of Guarantees or mechanisms")
-    first = pairs[0][0]
     for g, _ in pairs[1:]:
-        if g.relation != first.relation:
-            raise InvalidParameter(
-                f"relation={g.relation!r} is not allowed here: cannot compose with "
-                f"relation={first.relation!r} guarantees; convert with .to_relation() first"
-            )
-        if g.unit != first.unit:
-            raise InvalidParameter(
-                f"unit={g.unit!r} is not allowed here: cannot compose with unit={first.unit!r} "
-                "guarantees; restate them for one privacy unit first (e.g. .group(k, unit=...))"
-            )
+        check_compatible(g, pairs[0][0], "it is composed with a guarantee")
     return pairs
 
 

@@ -177,6 +177,20 @@ class Guarantee:
         return explain(self, n=n, prior=prior)
 
 
+def check_compatible(g: Guarantee, ref: Guarantee, context: str) -> None:
+    """Refuse to combine guarantees stated for different neighbour relations or privacy units."""
+    if g.relation != ref.relation:
+        raise InvalidParameter(
+            f"relation={g.relation!r} is not allowed here: {context} for "
+            f"relation={ref.relation!r}; convert with .to_relation() first"
+        )
+    if g.unit != ref.unit:
+        raise InvalidParameter(
+            f"unit={g.unit!r} is not allowed here: {context} for unit={ref.unit!r}; restate "
+            "both for one privacy unit first (e.g. .group(k, unit=...))"
+        )
+
+
 def _epsilon(value: Any) -> float:
     try:
         x = float(value)

@@ -24,7 +24,7 @@ from scipy.optimize import brentq
 
 from bayesdp.errors import BudgetExceeded, InvalidParameter, LedgerError, invalid
 from bayesdp.privacy.accounting import Noise, compose, noise_of, rho_of, zcdp_epsilon
-from bayesdp.privacy.guarantee import Guarantee
+from bayesdp.privacy.guarantee import Guarantee, check_compatible
 
 Accounting = Literal["basic", "zcdp", "pld"]
 ACCOUNTINGS: tuple[str, ...] = ("basic", "zcdp", "pld")
@@ -194,7 +194,7 @@ class Ledger:
             raise invalid("guarantee", guarantee, "a Guarantee or a mechanism with .guarantee")
         if not isinstance(label, str) or not label.strip():
             raise invalid("label", label, "a non-empty string saying what the spend is for")
-        self._check_compatible(g)
+        check_compatible(g, self.budget, "this ledger's budget is a guarantee")
         noise = noise_of(g.mechanism)
         with self._connect() as conn:
             conn.execute("BEGIN IMMEDIATE")
@@ -243,18 +243,6 @@ class Ledger:
             return self._spends(conn)
 
     # -- accounting ----------------------------------------------------------------------
-
-    def _check_compatible(self, g: Guarantee) -> None:
-        b = self.budget
-        if g.relation != b.relation:
-            raise InvalidParameter(
-                f"relation={g.relation!r} is not allowed: this ledger's budget is for "
-                f"{b.relation!r} neighbours; convert with .to_relation() first"
-            )
-        if g.unit != b.unit:
-            raise InvalidParameter(
-                f"unit={g.unit!r} is not allowed: this ledger's budget protects one {b.unit!r}"
-            )
 
     def _spends(self, conn: sqlite3.Connection) -> list[Spend]:
         rows = conn.execute(
