@@ -9,6 +9,11 @@ stays with the fresh-data accuracy. Writes a PNG with train / holdout / fresh ac
     python examples/reusable_holdout.py                      # n = d = 10,000, 10 repetitions
     python examples/reusable_holdout.py --reps 100           # the paper's 100 repetitions
     python examples/reusable_holdout.py --n 2000 --d 2000    # the test-suite size, fast
+
+At full size one repetition of both settings takes about 80 s on a loaded 2-core machine and
+1.5 GB of memory. Two repetitions gave, at k = 500 without signal, 0.631 / 0.631 / 0.501
+(train / holdout / fresh) for the standard holdout and 0.696 / 0.505 / 0.497 for Thresholdout,
+matching the paper's "> 63%" on training and holdout with fresh accuracy at 50%.
 """
 
 from __future__ import annotations
