@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from bayesdp import rng_for_tests
 from bayesdp.errors import DataError, InvalidParameter
 from bayesdp.privacy import Guarantee, bayes_check, dp_from_semantic, product_prior
-from bayesdp.privacy.semantics import ks_formula
+from bayesdp.privacy.semantics import ks_formula, rare_output_mass
 
 # semantics-audit.md §1.5: ε, δ, n, precondition, ε′, δ′, posterior at prior 1% and 50%,
 # min α+β. Printed to 3-4 significant figures; "vacuous" rows (≥ 1) are kept as printed.
@@ -121,6 +121,12 @@ def test_tradeoff_is_convex_symmetric_and_bounded(eps, delta, a1, a2):
     assert total <= g.min_total_error() + 1e-3
 
 
+def test_rare_output_mass_is_lemma_3_3_part_2():
+    assert rare_output_mass(Guarantee(1.0)) == 0.0
+    assert rare_output_mass(Guarantee(0.5, 1e-6)) == pytest.approx(2e-6 / (1 - math.exp(-0.5)))
+    assert rare_output_mass(Guarantee(0.0, 1e-6)) == math.inf
+
+
 def test_tradeoff_rejects_alpha_outside_unit_interval():
     with pytest.raises(InvalidParameter, match="alpha"):
         Guarantee(1).tradeoff(1.5)
@@ -135,7 +141,11 @@ def test_explain_states_the_delta_rule_and_composition():
     bad = Guarantee(0.1, 1e-6).explain(n=10**6)
     assert "no semantic guarantee follows" in bad and "δ ≪ ε²/n" in bad
     unknown = Guarantee(0.1, 1e-6, unit="patient").explain()
-    assert "ε²/n" in unknown and "1e+04 patients" in unknown
+    assert "ε²/n" in unknown and "9.06e+03 patients" in unknown
+    assert "no number of records" in Guarantee(0.0, 1e-6).explain()
+    assert "nothing bounds how often" in Guarantee(0.0, 1e-6).explain()
+    # the rare-output caveat: Lemma 3.3(2) mass and the posterior at 2ε
+    assert "2.1e-05" in ok and "giving 0.234," in ok
     assert "says nothing" in Guarantee(2).explain()
     with pytest.raises(InvalidParameter, match="n"):
         Guarantee(1).explain(n=0)

@@ -112,11 +112,21 @@ def dp_from_semantic(epsilon: float, delta: float = 0.0) -> Guarantee:
 def posterior(g: Guarantee, prior: float) -> float:
     """Largest posterior from prior p: p·e^ε/(1 − p + p·e^ε) (Bayes with likelihood ratio ≤ e^ε).
 
-    With δ > 0 the bound is not point-wise: it may fail on outputs of total probability about
-    δ (KS Lemma 3.3, part 2).
+    With δ > 0 the bound is not point-wise: it can fail on rare outputs. With 2ε in place of ε
+    it holds except on outputs of total probability at most 2δ/(1 − e^{−ε}) (KS Lemma 3.3,
+    part 2); see `rare_output_mass`.
     """
     p = check_open_unit("prior", prior)
     return 1.0 / (1.0 + (1.0 - p) / p * math.exp(-g.epsilon))
+
+
+def rare_output_mass(g: Guarantee) -> float:
+    """2δ/(1 − e^{−ε}) bounds the mass of outputs with likelihood ratio > e^{2ε} (KS L. 3.3.2)."""
+    if g.delta == 0:
+        return 0.0
+    if g.epsilon == 0:
+        return math.inf
+    return 2 * g.delta / -math.expm1(-g.epsilon)
 
 
 def tradeoff(g: Guarantee, alpha: float) -> float:
@@ -140,7 +150,17 @@ def explain(g: Guarantee, n: int | None = None, prior: float | None = None) -> s
     e, d, unit = g.epsilon, g.delta, g.unit
     out = [f"This release is {g}."]
     out.append(_explain_pure(g) if d == 0 else _explain_delta(g, nn))
-    caveat = " (except on outputs of total probability about δ)" if d > 0 else ""
+    caveat = ""
+    if d > 0:
+        mass = rare_output_mass(g)
+        twice = posterior(Guarantee(2 * e), 0.5 if p is None else p)
+        caveat = (
+            " (with δ > 0 this can fail on rare outputs; with 2ε in place of ε, giving "
+            f"{twice:.3g}{' for the 50% belief' if p is None else ''}, it holds except on "
+            f"outputs of total probability at most 2δ/(1 − e^−ε) = {mass:.3g})"
+            if mass < 1
+            else " (with δ > 0 and this small an ε, nothing bounds how often it fails)"
+        )
     if p is None:
         out.append(
             f"A yes/no fact about one {unit} believed with probability 50% beforehand can be "
@@ -185,10 +205,16 @@ def _explain_pure(g: Guarantee) -> str:
 def _explain_delta(g: Guarantee, n: int | None) -> str:
     e, d, unit = g.epsilon, g.delta, g.unit
     if n is None:
+        cap = precondition_threshold(e, 1) / d
+        reach = (
+            f"for fewer than (1 − e^−ε)²/δ = {cap:.3g} {unit}s; pass n to check"
+            if cap >= 1
+            else "which holds for no number of records here"
+        )
         return (
             f"Because δ={d:.3g} > 0 the guarantee may fail outright with probability about δ, "
             f"and it means something only if δ is far below ε²/n (Kasiviswanathan & Smith, "
-            f"Thm 2.4): for fewer than about ε²/δ = {e * e / d:.3g} {unit}s; pass n to check."
+            f"Thm 2.4): {reach}."
         )
     thr = precondition_threshold(e, n)
     sp = semantic(g, n)
