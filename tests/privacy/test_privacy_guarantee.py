@@ -3,7 +3,7 @@
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bayesdp.errors import InvalidParameter
@@ -98,6 +98,7 @@ def test_relation_conversion_follows_dwork_remark_2_1():
         g.to_relation("hamming")
 
 
+@settings(deadline=None)
 @given(
     st.floats(0, 3),
     st.floats(0, 1e-9),

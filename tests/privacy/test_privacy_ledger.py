@@ -111,6 +111,14 @@ def test_bad_spends(tmp_path):
     assert led.history() == []
 
 
+def test_unwritable_place_is_a_ledger_error(tmp_path):
+    with pytest.raises(LedgerError, match="cannot create"):
+        Ledger(tmp_path / "no" / "such" / "dir.db", budget=Guarantee(1))
+    with pytest.raises(LedgerError):
+        Ledger(tmp_path, budget=Guarantee(1))  # a directory
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_existing_ledger_keeps_its_budget(tmp_path):
     Ledger(tmp_path / "l.db", budget=Guarantee(1))
     with pytest.raises(LedgerError, match="refusing to change"):

@@ -236,6 +236,14 @@ def test_callable_pmf_matches_the_built_in_randomized_response():
     assert a.prior_shift == pytest.approx(b.prior_shift, rel=1e-12)
 
 
+def test_the_library_mechanisms_can_be_checked():
+    from bayesdp.mechanisms import DiscreteLaplace, RandomizedResponse
+
+    prior = random_joint_prior(rng_for_tests(11), 2, 3)
+    for mech, eps in ((RandomizedResponse(0.4), 0.4), (DiscreteLaplace(0.4), 0.4)):
+        assert 0 < bayes_check(mech, [0, 1], prior).distance <= math.expm1(eps)
+
+
 def test_bayes_check_bad_input():
     p3 = product_prior([[0.5, 0.5]] * 3)
     with pytest.raises(InvalidParameter, match="prior"):

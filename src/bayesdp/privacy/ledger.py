@@ -85,7 +85,10 @@ class Ledger:
             if budget is None:
                 raise LedgerError(f"no ledger at {self.path}; give a budget to create one")
             _check_budget(budget, accounting or "basic")
-            self._create(budget, accounting or "basic")
+            try:
+                self._create(budget, accounting or "basic")
+            except (OSError, sqlite3.Error) as exc:
+                raise LedgerError(f"cannot create a ledger at {self.path}: {exc}") from None
         try:
             self.budget, self.accounting = self._open()
             if budget is not None and budget != self.budget:
