@@ -37,12 +37,12 @@ def test_laplace_noise_is_grid_times_discrete_laplace(epsilon: float, sensitivit
 
 @pytest.mark.parametrize(("epsilon", "sensitivity"), [(1.0, 1.0), (2.0, 1e-3), (0.5, 3e6)])
 def test_laplace_scale_pays_for_rounding(epsilon: float, sensitivity: float) -> None:
-    """b = (floor(Δ/g) + 1) g / ε: above Δ/ε by at most g/ε, and g about b·2^-20."""
+    """b = (floor(Δ/g) + 1) g / ε: above Δ/ε by at most g/ε, and g about min(b, Δ)·2^-20."""
     mech = Laplace(epsilon, sensitivity)
     assert mech.steps == (math.floor(sensitivity / mech.grid) + 1) / epsilon
     nominal = sensitivity / epsilon
     assert nominal < mech.scale <= nominal + mech.grid / epsilon
-    assert 2.0**20 <= nominal / mech.grid < 2.0**21
+    assert 2.0**20 <= min(nominal, sensitivity) / mech.grid < 2.0**21
 
 
 @pytest.mark.parametrize(("epsilon", "sensitivity"), [(1.0, 1), (0.25, 2), (20.0, 1), (1e-7, 1)])

@@ -19,15 +19,27 @@ from bayesdp.mechanisms.laplace import grid_steps
 from bayesdp.noise import Rng, discrete_gaussian, grid_for, resolve_rng, snap, unsnap
 from bayesdp.privacy import Guarantee, Relation
 
-# Below this σ the discrete Gaussian's tails are summed exactly; above it, the midpoint rule
-# ∫_{m-1/2}^∞ is used with its error bound 0.05/σ² per tail (Euler–Maclaurin, |f''| ≤ 1/σ²).
+# Below this σ the discrete Gaussian's tails are summed exactly; above it, by the midpoint rule.
 _EXACT_SIGMA = 4096.0
-_MIDPOINT_ERROR = 0.05
 
 
 def _support(sigma: float) -> np.ndarray:
     half = math.ceil(40 * sigma) + 2
     return np.arange(-half, half + 1, dtype=np.float64)
+
+
+def midpoint_error(a: float, sigma: float) -> float:
+    """Bound on |P[X >= m] − Φ̄(a/σ)|, a = m − 1/2, for X ~ N_Z(0, σ²) (Euler–Maclaurin midpoint rule).
+
+    Each unit cell errs by at most max|f''|/24 with f(x) = e^{−x²/2σ²}, normalised by
+    Z >= √(2π)σ (Jacobi). Beyond a = √3σ, |f''| decreases, so the sum is at most
+    (|f''(a)| + |f'(a)|)/24 = f(a)(a²/σ⁴ + a/σ²)/24: relative to the tail, O(a³/σ⁶).
+    Nearer the centre, sup|f''| = 1/σ² and ∫|f''| = 4e^{-1/2}/σ give 0.05/σ².
+    """
+    if a >= math.sqrt(3) * sigma:
+        density = math.exp(-a * a / (2 * sigma * sigma)) / (math.sqrt(2 * math.pi) * sigma)
+        return density * (a * a / sigma**4 + a / sigma**2) / 24
+    return 0.05 / sigma**2
 
 
 def dgauss_tail(a: float, sigma: float) -> tuple[float, float]:
@@ -37,7 +49,7 @@ def dgauss_tail(a: float, sigma: float) -> tuple[float, float]:
         x = _support(sigma)
         w = np.exp(-(x * x) / (2 * sigma * sigma))
         return float(w[x >= m].sum() / w.sum()), 0.0
-    return float(ndtr(-(m - 0.5) / sigma)), _MIDPOINT_ERROR / sigma**2
+    return float(ndtr(-(m - 0.5) / sigma)), midpoint_error(abs(m - 0.5), sigma)
 
 
 def dgauss_delta(epsilon: float, sigma: float, sensitivity: int) -> float:
@@ -63,14 +75,16 @@ def calibrate_sigma(epsilon: float, delta: float, sensitivity: int) -> float:
 
 
 def dgauss_quantile(sigma: float, alpha: float) -> int:
-    """Smallest k with P(|X| > k) <= α for X discrete Gaussian (error bound included above _EXACT_SIGMA)."""
+    """Smallest k with P(|X| > k) <= α for X ~ N_Z(0, σ²) (midpoint error included above _EXACT_SIGMA)."""
     if sigma <= _EXACT_SIGMA:
         x = _support(sigma)
         w = np.exp(-(x * x) / (2 * sigma * sigma))
         outside = 1.0 - np.cumsum(w[x >= 0] * np.where(x[x >= 0] == 0, 1.0, 2.0)) / w.sum()
         return int(np.argmax(outside <= alpha))
-    per_tail = alpha / 2 - _MIDPOINT_ERROR / sigma**2
-    return max(math.ceil(-sigma * float(ndtri(per_tail)) - 0.5), 0)
+    k = max(math.ceil(-sigma * float(ndtri(alpha / 2)) - 0.5), 0)
+    while 2 * (float(ndtr(-(k + 0.5) / sigma)) + midpoint_error(k + 0.5, sigma)) > alpha:
+        k += max(1, math.ceil(sigma * 1e-6))
+    return k
 
 
 def _parameters(epsilon: float | None, delta: float | None, rho: float | None) -> tuple[str, float, float]:
@@ -140,7 +154,7 @@ class Gaussian(_GaussianBase):
             rough = self.sensitivity / math.sqrt(2 * self._a)
         else:  # the classical σ only picks the grid; the calibration below is exact
             rough = self.sensitivity * math.sqrt(2 * math.log(1.25 / self._b)) / self._a
-        self.grid = grid_for(rough)
+        self.grid = grid_for(rough, self.sensitivity)
         self._settle(grid_steps(self.sensitivity, self.grid))
 
     @property

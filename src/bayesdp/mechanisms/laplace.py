@@ -28,7 +28,7 @@ def grid_steps(sensitivity: float, grid: float) -> int:
 class Laplace(Mechanism):
     """ε-DP Laplace noise of scale ≈ Δ/ε (Dwork 2006, Thm 2), released on a power-of-two grid.
 
-    Each value is rounded to the grid g = grid_for(Δ/ε), and g·Z is added with Z discrete Laplace
+    Each value is rounded to the grid g = grid_for(Δ/ε, Δ), and g·Z is added with Z discrete Laplace
     of scale D/ε steps, where D = floor(Δ/g) + 1 bounds the change of a rounded input; outputs
     are multiples of g whatever the input, so floating point leaks nothing (Mironov 2012).
     """
@@ -45,7 +45,7 @@ class Laplace(Mechanism):
     ) -> None:
         self.epsilon = check_positive("epsilon", epsilon)
         self.sensitivity = check_positive("sensitivity", sensitivity)
-        self.grid = grid_for(self.sensitivity / self.epsilon)
+        self.grid = grid_for(self.sensitivity / self.epsilon, self.sensitivity)
         self.steps = grid_steps(self.sensitivity, self.grid) / self.epsilon
         self._guarantee = Guarantee(self.epsilon, 0.0, relation=relation, unit=unit, mechanism=self)
 

@@ -73,9 +73,9 @@ class RandomizedResponse(Mechanism):
         """N̂_c = (n_c − N q)/(p − q), Var = Σ Bernoulli variances /(p − q)² (seed 003 Ex. 1, k-ary)."""
         y = as_integers(responses, "responses").ravel()
         n = y.size
-        observed = np.bincount(y, minlength=self.categories).astype(np.float64)
-        if observed.size > self.categories:
+        if y.size and (y.min() < 0 or y.max() >= self.categories):
             raise DataError(f"responses must be categories 0..{self.categories - 1}")
+        observed = np.bincount(y, minlength=self.categories).astype(np.float64)
         p, q = self.p_truth, self.p_other
         counts = (observed - n * q) / (p - q)
         truth = np.clip(counts, 0, n)

@@ -17,7 +17,10 @@ from bayesdp.privacy import Guarantee, Relation
 def _scores(candidates: Sequence[Any], utilities: Any, losses: Any) -> np.ndarray:
     if (utilities is None) == (losses is None):
         raise DataError("give exactly one of utilities (higher is better) or losses (lower is better)")
-    u = as_array(utilities if losses is None else losses, "utilities" if losses is None else "losses").ravel()
+    name = "utilities" if losses is None else "losses"
+    u = as_array(utilities if losses is None else losses, name)
+    if u.ndim != 1:
+        raise DataError(f"{name} must be one-dimensional (one score per candidate); got shape {u.shape}")
     if u.size == 0 or u.size != len(candidates):
         raise DataError(f"need one score per candidate: {len(candidates)} candidates, {u.size} scores")
     return u if losses is None else -u
@@ -60,8 +63,13 @@ class _Selection(Mechanism):
 
     def release(self, values: Any, rng: Rng | None = None) -> Any:
         """The index of the chosen entry of `values` (utilities); used by auditors."""
-        u = as_array(values).ravel()
+        u = as_array(values)
+        if u.ndim != 1 or u.size == 0:
+            raise DataError(f"values must be a non-empty 1-D array of utilities; got shape {u.shape}")
         return self.select_index(u, resolve_rng(rng))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(epsilon={self.epsilon:g}, sensitivity={self.sensitivity:g})"
 
 
 class Exponential(_Selection):

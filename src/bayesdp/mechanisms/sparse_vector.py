@@ -39,7 +39,7 @@ class SparseVector(Mechanism):
         self.sensitivity = check_positive("sensitivity", sensitivity)
         self.max_positives = check_positive_int("max_positives", max_positives)
         per_run = self.epsilon / self.max_positives
-        self.grid = grid_for(2 * self.sensitivity / per_run)
+        self.grid = grid_for(2 * self.sensitivity / per_run, self.sensitivity)
         steps = grid_steps(self.sensitivity, self.grid)
         self.threshold_steps_scale = 2 * steps / per_run
         self.query_steps_scale = 4 * steps / per_run

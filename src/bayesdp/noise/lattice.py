@@ -1,12 +1,15 @@
 """The power-of-two grid on which continuous mechanisms release values (Mironov 2012 defence).
 
-A continuous mechanism with noise scale b rounds its input to the grid g = 2^(floor(log2 b) - 20),
-adds g times exact integer noise, and returns (rounded input + noise) * g. Every output is a
-multiple of g whatever the input, so outputs from neighbouring inputs lie on the same lattice and
-the low bits reveal nothing. Rounding moves each input by at most g/2, so the mechanism pays for
-it by calibrating to the sensitivity Δ + g (as Google's secure noise does); with 2^20 grid steps
-per noise scale this costs a factor of at most 1 + 2^-20/ε in ε. Integer noise on this grid has a
-scale of 2^20 to 2^21 steps, where the exact samplers take their float fast path almost always.
+A continuous mechanism with noise scale b and sensitivity Δ rounds its input to a grid g (a power
+of two), adds g times exact integer noise, and returns (rounded input + noise)·g. Every output is
+a multiple of g whatever the input, so outputs from neighbouring inputs lie on the same lattice
+and the low bits reveal nothing. Rounding moves each input by at most g/2, so the mechanism
+calibrates to the integer sensitivity D = floor(Δ/g) + 1 steps, as Google's secure noise does.
+
+The grid is about 2^-20 of min(b, Δ): the noise is then at most 2^-20 larger than for exact
+input, and the integer noise has 2^20 or more steps per scale, where the exact samplers take
+their float path almost always. For tiny ε (b > 2^12 Δ) the grid stops shrinking at 2^-32 b,
+keeping the integer scale below 2^33 steps at a noise cost of at most 2^-32/ε relative.
 """
 
 from __future__ import annotations
@@ -21,9 +24,11 @@ GRID_BITS = 20
 _LIMIT = 2.0**62
 
 
-def grid_for(scale: float) -> float:
-    """The grid spacing for noise of scale (Laplace b or Gaussian σ) `scale`."""
-    return 2.0 ** (math.floor(math.log2(scale)) - GRID_BITS)
+def grid_for(scale: float, sensitivity: float | None = None) -> float:
+    """The grid spacing for noise of scale `scale` (Laplace b or Gaussian σ) and the given sensitivity."""
+    base = scale if sensitivity is None else min(scale, sensitivity)
+    finest = math.floor(math.log2(scale)) - GRID_BITS - 12
+    return 2.0 ** max(math.floor(math.log2(base)) - GRID_BITS, finest)
 
 
 def snap(values: np.ndarray, grid: float) -> np.ndarray:

@@ -33,4 +33,5 @@ def resolve_rng(rng: Rng | None) -> Rng:
 
 def uint64(rng: Rng, size: int) -> np.ndarray:
     """`size` independent uniform 64-bit words."""
-    return rng.integers(0, 2**64 - 1, size=size, dtype=np.uint64, endpoint=True)
+    words: np.ndarray = rng.bit_generator.random_raw(size)
+    return words

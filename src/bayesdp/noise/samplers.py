@@ -4,9 +4,9 @@ Each sampler inverts the CDF in float64 from uniform words (63 bits for the disc
 32 for a Bernoulli trial), in one vectorized pass per block with no loop per sample, and sends
 the draws that land within a proven float-error margin of a decision boundary to `exact.py`,
 which settles them with interval arithmetic and lazily drawn bits. The output therefore follows
-the exact pmf. The margin (TOLERANCE, relative) is far above the worst-case error of the float
-path (a few ulp of log/exp, 2^-53 for turning a word into a float, the word's own width), so
-the exact path serves about 3e-12·scale of the discrete Laplace draws and 1e-9 of the trials."""
+the exact pmf. The margins are far above the worst-case error of the float path (a few ulp of
+log/exp, rounding a word to a float, the word's own width), so the exact path serves about
+3e-12·scale of the discrete Laplace draws and 2e-6 of the Bernoulli trials."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ _TWO32 = 2.0**-32
 _MASK63 = np.uint64(2**63 - 1)
 _SMALL_WORD = np.uint64(2**44)
 _BLOCK = 1 << 16
+_BERNOULLI_MARGIN = np.float32(1e-6)
 
 ExactGamma = Callable[[int], Any]
 
@@ -42,13 +43,24 @@ def discrete_laplace(scale: float, size: int, rng: Rng) -> np.ndarray:
     t = float(scale)
     out = np.empty(n, dtype=np.int64)
     for start in range(0, n, _BLOCK):
-        _dlap_block(t, out[start : start + _BLOCK], rng)
+        block = out[start : start + _BLOCK]
+        magnitude, negative = _dlap_magnitudes(t, block.size, rng)
+        np.copyto(block, magnitude, casting="unsafe")
+        _apply_sign(block, negative)
     return out
 
 
-def _dlap_block(t: float, out: np.ndarray, rng: Rng) -> None:
-    """Fill `out` with discrete Laplace draws; blocks keep every pass in cache."""
-    words = uint64(rng, out.size)
+def _apply_sign(values: np.ndarray, negative: np.ndarray) -> None:
+    """values <- -values where negative, as (v XOR s) - s with s = 0 or -1 (cheaper than a masked negate)."""
+    s = negative.astype(np.int64)
+    np.negative(s, out=s)
+    values ^= s
+    values -= s
+
+
+def _dlap_magnitudes(t: float, size: int, rng: Rng) -> tuple[np.ndarray, np.ndarray]:
+    """|Z| as exact integers in float64, and the signs, for `size` discrete Laplace draws."""
+    words = uint64(rng, size)
     u = words & _MASK63
     negative = words != u
     # |Z| = floor(r), r = -(ln U + ln((1+p)/2)) t with U in [u, u+1) 2^-63 (exact.geometric_magnitude);
@@ -58,16 +70,16 @@ def _dlap_block(t: float, out: np.ndarray, rng: Rng) -> None:
     np.log(r, out=r)
     r += math.log1p(math.exp(-1.0 / t)) - math.log(2.0)
     r *= -t
-    np.copyto(out, r, casting="unsafe")  # truncation is floor since r > 0
-    r -= out
+    magnitude = np.floor(r)
+    r -= magnitude
     # Below 2^44 the word's own width could exceed the margin: settle those exactly.
     margin = TOLERANCE * (1.0 + 15.0 * t)
     r -= 0.5
     ambiguous = np.abs(r, out=r) >= 0.5 - margin
     ambiguous |= u < _SMALL_WORD
     for i in np.flatnonzero(ambiguous):
-        out[i] = exact.geometric_magnitude(exact.LazyUniform(int(u[i]), 63, rng), t)
-    np.negative(out, where=negative, out=out)
+        magnitude[i] = exact.geometric_magnitude(exact.LazyUniform(int(u[i]), 63, rng), t)
+    return magnitude, negative
 
 
 def bernoulli_exp(gamma: np.ndarray, rng: Rng, exact_gamma: ExactGamma | None = None) -> np.ndarray:
@@ -77,16 +89,19 @@ def bernoulli_exp(gamma: np.ndarray, rng: Rng, exact_gamma: ExactGamma | None = 
     approximation (for example of a rational computed from integers); by default it is exact.
     """
     g = np.asarray(gamma, dtype=np.float64)
-    # 32 bits per trial suffice for the fast path: only draws within 2^-31 of e^{-γ} are ambiguous,
-    # and those are refined bit by bit. exp carries a relative error of a few ulp times (1 + γ),
-    # and (1 + γ) e^{-γ} <= 1, so one absolute margin covers every γ.
+    # The fast path compares a 32-bit uniform with e^{-γ} in float32. Its error is at most a few
+    # float32 ulp of e^{-γ} times (1 + γ) plus the word's width 2^-32; since (1 + γ)e^{-γ} <= 1,
+    # one absolute margin of 1e-6 (about 4x the worst case) covers every γ. Draws inside it are
+    # refined bit by bit against the exact threshold.
     u = uint64(rng, (g.size + 1) // 2).view(np.uint32)[: g.size]
-    uf = u.astype(np.float64)
-    uf *= _TWO32
-    c = np.exp(-g)
+    uf = u.astype(np.float32)
+    uf *= np.float32(_TWO32)
+    c = np.minimum(g, 1e4).astype(np.float32)  # e^{-1e4} is already 0 in float32
+    np.negative(c, out=c)
+    np.exp(c, out=c)
     accept = uf < c
     uf -= c
-    for i in np.flatnonzero(np.abs(uf, out=uf) <= _TWO32 * 2 + TOLERANCE):
+    for i in np.flatnonzero(np.abs(uf, out=uf) <= _BERNOULLI_MARGIN):
         accept[i] = exact.below(
             exact.LazyUniform(int(u[i]), 32, rng), _exp_minus(int(i), float(g[i]), exact_gamma)
         )
@@ -116,17 +131,18 @@ def _dgauss_block(sigma: float, out: np.ndarray, rng: Rng) -> None:
     c_f, two_s2 = float(center), float(2 * s2)
     filled = 0
     while filled < out.size:
-        y = discrete_laplace(tau, int((out.size - filled) * 1.35) + 16, rng)
-        gamma = np.abs(y).astype(np.float64)
-        gamma -= c_f
+        magnitude, negative = _dlap_magnitudes(tau, int((out.size - filled) * 1.35) + 16, rng)
+        gamma = magnitude - c_f
         np.square(gamma, out=gamma)
         gamma /= two_s2
 
-        def exact_gamma(i: int, y: np.ndarray = y) -> object:
-            q = (abs(int(y[i])) - center) ** 2 / (2 * s2)
+        def exact_gamma(i: int, magnitude: np.ndarray = magnitude) -> object:
+            q = (int(magnitude[i]) - center) ** 2 / (2 * s2)
             return iv.mpf(q.numerator) / q.denominator
 
-        kept = y[bernoulli_exp(gamma, rng, exact_gamma)]
-        take = min(kept.size, out.size - filled)
-        out[filled : filled + take] = kept[:take]
+        kept = bernoulli_exp(gamma, rng, exact_gamma)
+        take = min(int(np.count_nonzero(kept)), out.size - filled)
+        chosen = out[filled : filled + take]
+        np.copyto(chosen, magnitude[kept][:take], casting="unsafe")
+        _apply_sign(chosen, negative[kept][:take])
         filled += take
