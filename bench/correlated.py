@@ -109,6 +109,19 @@ def main() -> None:
             print(f"{length:>8} {cal.sigma:>9.3f} {t_ex:>8.3f} {t_bdp:>8.3f} {t_ap:>9.4f} "
                   f"{apx.sigma:>9.3f} {mem / 2**20:>8.2f}")
 
+    print("\n## Start distribution (k=10 sticky chain, ε=1): stationary, worst case, explicit q")
+    print(f"{'T':>8} {'stationary s':>13} {'worst s':>8} {'given s':>8} {'given peak MB':>14}")
+    sticky = dirichlet_chain(10, 2, 0.9)
+    starts = {name: MarkovChain(sticky.transition, init) for name, init in
+              (("stationary", "stationary"), ("worst", "worst"),
+               ("given", rng_for_tests(4).dirichlet(np.ones(10))))}
+    for length in lengths:
+        times = [best_cpu(lambda n=length, m=m: quilt_calibration(m, n, eps), args.repeats)[0]
+                 for m in starts.values()]
+        mem = peak_bytes(lambda n=length: quilt_calibration(starts["given"], n, eps))
+        print(f"{length:>8} {times[0]:>13.3f} {times[1]:>8.3f} {times[2]:>8.3f} "
+              f"{mem / 2**20:>14.2f}")
+
     top = lengths[-1]
     print(f"\n## Time vs k (Dirichlet(1) rows, T={top}, ε=1)")
     print(f"{'k':>4} {'σ exact':>9} {'exact s':>8} {'approx s':>9} {'peak MB':>8}")

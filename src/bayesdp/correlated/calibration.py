@@ -32,6 +32,7 @@ from bayesdp.errors import InvalidParameter, check_positive, check_positive_int,
 
 METHODS: tuple[str, ...] = ("exact", "approx")
 MAX_WINDOW = 1 << 14
+_BLOCK = 4096  # interior nodes scored at once for an explicit start
 
 
 @dataclass(frozen=True)
@@ -156,17 +157,81 @@ class _Search:
         """max over nodes of the windowed min, and a node attaining it."""
         T, D = self.T, self.D
         ends = list(range(1, min(D, T) + 1)) + list(range(max(D + 1, T - D + 1), T + 1))
-        interior: list[int] = []
-        if D + 1 <= T - D:
-            policy = {t.interior for t in self.terms}
-            interior = list(range(D + 1, T - D + 1)) if "varying" in policy else [D + 1]
-        nodes = ends + interior
+        first = [D + 1] if D + 1 <= T - D else []
+        varying = bool(first) and any(t.interior == "varying" for t in self.terms)
         if self.prefix is not None and all(t.homogeneous for t in self.terms):
+            nodes = ends + first
             values = self._homogeneous(np.array(nodes))
-        else:
-            values = np.array([self.node(i) for i in nodes])
-        j = int(np.argmax(values))
-        return float(values[j]), nodes[j]
+            j = int(np.argmax(values))
+            return float(values[j]), nodes[j]
+        # Exact max with pruning: a node whose score under some quilt (one that was best at a
+        # node seen before) is at most the running max cannot raise it (σ_i ≤ that score).
+        self.worst, self.arg = -math.inf, 1
+        self.quilts: list[tuple[int | None, int | None]] = []
+        for i in first + ends:
+            if not self.quilts or self._score_of(i, self.quilts) > self.worst:
+                self._visit(i)
+        if varying and self.worst <= self.obj.floor(D + 1):
+            # An explicit start: every interior node has its own μ_i. Bound every node by the
+            # quilts seen so far, then visit nodes in order of their bound until none can win.
+            inner = np.arange(D + 2, T - D + 1)
+            upper = self._block_scores(inner, self.quilts)
+            while inner.size:
+                j = int(np.argmax(upper))
+                if upper[j] <= self.worst:
+                    break
+                before = list(self.quilts)
+                self._visit(int(inner[j]))
+                upper[j] = -np.inf
+                new = [q for q in self.quilts if q not in before]
+                if new:
+                    upper = np.minimum(upper, self._block_scores(inner, new))
+        return self.worst, self.arg
+
+    def _visit(self, i: int) -> None:
+        best = self.node(i, full=True)
+        assert isinstance(best, _Best)
+        if best.score > self.worst:
+            self.worst, self.arg = best.score, i
+        if (best.a, best.b) not in self.quilts:
+            self.quilts = [(best.a, best.b), *self.quilts[:7]]
+
+    def _block_scores(self, nodes: np.ndarray,
+                      quilts: list[tuple[int | None, int | None]]) -> np.ndarray:
+        """Upper bounds on interior nodes' scores: min over the given two-sided quilts."""
+        both = [(a, b) for a, b in quilts if a is not None and b is not None]
+        out = np.full(nodes.size, np.inf)
+        for lo in range(0, nodes.size, _BLOCK):
+            block = nodes[lo : lo + _BLOCK]
+            for a, b in both:
+                e = np.max([t.interior_left(block, a) + t.right_core[b - 1] for t in self.terms],
+                           axis=0).max(axis=1)
+                card = np.full(block.size, float(a + b - 1))
+                out[lo : lo + _BLOCK] = np.minimum(out[lo : lo + _BLOCK], self.obj.score(card, e))
+        return out
+
+    def _score_of(self, i: int, quilts: list[tuple[int | None, int | None]]) -> float:
+        """min score at node i over the given quilts (a or b None: no node on that side)."""
+        T, D = self.T, self.D
+        na, nb = min(i - 1, D), min(T - i, D)
+        lefts = [t.left_rows(i, na)[0] for t in self.terms]
+        rights = [t.right_rows(i, nb)[0] for t in self.terms]
+        best = math.inf
+        for a, b in quilts:
+            if (a is not None and a > na) or (b is not None and b > nb):
+                continue
+            if a is not None and b is not None:
+                card = float(a + b - 1)
+                e = max(float((lt[a - 1] + rt[b - 1]).max())
+                        for lt, rt in zip(lefts, rights, strict=True))
+            elif b is not None:
+                card, e = float(i + b - 1), max(float(r[b - 1].max()) for r in rights)
+            elif a is not None:
+                card, e = float(a + T - i), max(float(r[a - 1].max()) for r in lefts)
+            else:
+                card, e = float(T), 0.0
+            best = min(best, float(self.obj.score(np.array([card]), np.array([e]))[0]))
+        return best
 
     def _homogeneous(self, nodes: np.ndarray) -> np.ndarray:
         """Windowed min of many nodes at once when every node sees the same core terms."""

@@ -120,6 +120,25 @@ class ChainTerms:
             return np.asarray(self.M_const)
         return mu_term(self.chain, self.pairs, self.power(i - 1))
 
+    def mu_block(self, nodes: np.ndarray) -> np.ndarray:
+        """log μ_i(x')/μ_i(x) over pairs for consecutive interior nodes, μ_i = q P^{i-1} by doubling."""
+        if self.kind != "given":
+            return np.stack([self.mu_term(int(i)) for i in nodes])
+        mu = (np.asarray(self.chain.initial) @ self.power(int(nodes[0]) - 1))[None, :]
+        step = self.chain.transition
+        while mu.shape[0] < nodes.size:
+            mu = np.vstack([mu, mu @ step])
+            step = step @ step
+        mu = mu[: nodes.size]
+        lm = np.log(mu / mu.sum(axis=1, keepdims=True))
+        return np.asarray(lm[:, self.pairs.y] - lm[:, self.pairs.x])
+
+    def interior_left(self, nodes: np.ndarray, a: int) -> np.ndarray:
+        """Left term at distance a for interior nodes (no BDP edge), one row per node."""
+        if self.left_core is not None:
+            return np.broadcast_to(self.left_core[a - 1], (nodes.size, self.pairs.x.size))
+        return np.asarray(self.B[a] + self.mu_block(nodes))
+
     def left_rows(self, i: int, count: int) -> tuple[np.ndarray, int]:
         """Left terms for a = 1..count at node i, and how many leading rows equal the core rows."""
         if self.left_core is not None:
@@ -157,6 +176,9 @@ class ApproxTerms:
         d = approx_delta(np.arange(1, window + 1), pi_min, eigengap)
         self.left_core = (2.0 * d)[:, None]
         self.right_core = ((2.0 if notion == "bdp" else 1.0) * d)[:, None]
+
+    def interior_left(self, nodes: np.ndarray, a: int) -> np.ndarray:
+        return np.broadcast_to(self.left_core[a - 1], (nodes.size, 1))
 
     def left_rows(self, i: int, count: int) -> tuple[np.ndarray, int]:
         return self.left_core[:count], count
