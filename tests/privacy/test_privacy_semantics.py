@@ -250,6 +250,8 @@ def test_bayes_check_bad_input():
         bayes_check(RR(1), [0, 1], np.full((2,) * 9, 2.0**-9))
     with pytest.raises(InvalidParameter, match="prior"):
         bayes_check(RR(1), [0, 1], p3 * 2)
+    with pytest.raises(InvalidParameter, match="smaller world"):  # 3^8 × 3^8 cells
+        bayes_check(RR(1, 3), [0, 1, 2], np.full((3,) * 8, 3.0**-8))
     with pytest.raises(InvalidParameter, match="records"):
         bayes_check(RR(1), [0], np.ones(1))
     with pytest.raises(InvalidParameter, match="records"):

@@ -28,7 +28,7 @@ from bayesdp.privacy.guarantee import Guarantee
 # Tail mass beyond which bayes_check folds a discrete Laplace count into its end points.
 TAIL = 1e-9
 # Largest joint table bayes_check builds (databases × transcripts).
-MAX_CELLS = 20_000_000
+MAX_CELLS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -371,8 +371,8 @@ def _rr_pmf(epsilon: float, k: int, domain: list[Any], n: int) -> tuple[Pmf, lis
 
     def pmf(databases: np.ndarray) -> np.ndarray:
         x = databases.astype(np.int64)
-        same = x[:, None, :] == outs[None, :, :]
-        return np.asarray(np.where(same, truth, other).prod(axis=2))
+        kept = (x[:, None, :] == outs[None, :, :]).sum(axis=2)  # reports equal to the truth
+        return np.asarray(truth**kept * other ** (n - kept))
 
     return pmf, [tuple(int(v) for v in row) for row in outs]
 
