@@ -12,7 +12,13 @@ from typing import Any, Literal
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from bayesdp.errors import InvalidParameter, check_delta, check_nonnegative, invalid
+from bayesdp.errors import (
+    InvalidParameter,
+    check_delta,
+    check_nonnegative,
+    check_positive,
+    invalid,
+)
 from bayesdp.privacy.guarantee import Guarantee, check_compatible
 
 Method = Literal["basic", "advanced", "zcdp", "rdp", "pld"]
@@ -63,14 +69,14 @@ def noise_of(mechanism: Any) -> Noise | None:
     if kind == "randomized_response":
         return Noise(
             kind,
-            epsilon=check_nonnegative("mechanism.epsilon", mechanism.epsilon),
+            epsilon=check_positive("mechanism.epsilon", mechanism.epsilon),
             categories=int(mechanism.categories),
         )
     grid = getattr(mechanism, "grid", None)
     return Noise(
         kind,
-        scale=check_nonnegative("mechanism.scale", mechanism.scale),
-        sensitivity=check_nonnegative("mechanism.sensitivity", mechanism.sensitivity),
+        scale=check_positive("mechanism.scale", mechanism.scale),
+        sensitivity=check_positive("mechanism.sensitivity", mechanism.sensitivity),
         grid=None if grid is None else float(grid),
     )
 

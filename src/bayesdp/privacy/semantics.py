@@ -110,7 +110,7 @@ def dp_from_semantic(epsilon: float, delta: float = 0.0) -> Guarantee:
 
 
 def posterior(g: Guarantee, prior: float) -> float:
-    """Largest posterior from prior p: p·e^ε/(1 − p + p·e^ε) (Bayes with likelihood ratio ≤ e^ε).
+    """Largest posterior from prior p: p·e^ε/(1 − p + p·e^ε) (Bayes' rule; Kazan & Reiter 2024).
 
     With δ > 0 the bound is not point-wise: it can fail on rare outputs. With 2ε in place of ε
     it holds except on outputs of total probability at most 2δ/(1 − e^{−ε}) (KS Lemma 3.3,
