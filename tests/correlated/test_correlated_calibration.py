@@ -193,3 +193,13 @@ def test_bad_input() -> None:
         quilt_calibration(ChainClass.bounds(0.2, 0.1), 10, 1.0)
     with pytest.raises(InvalidParameter, match="model"):
         quilt_calibration("chain", 10, 1.0)
+
+
+@pytest.mark.parametrize("notion", ["pufferfish", "bdp"])
+def test_sigma_does_not_decrease_with_length(notion: str) -> None:
+    # a shorter chain is a marginal of a longer one, so one calibration covers many people
+    rng = rng_for_tests(24)
+    for initial in ("stationary", "worst", rng.dirichlet(np.ones(3))):
+        chain = MarkovChain(rng.dirichlet(np.ones(3) * 2, size=3), initial)
+        sigmas = [quilt_calibration(chain, n, 1.0, notion=notion).sigma for n in range(1, 40, 3)]
+        assert np.all(np.diff(sigmas) >= -1e-12 * np.array(sigmas[:-1]))

@@ -95,6 +95,12 @@ def test_guarantee_and_explain() -> None:
     assert tight.calibration.trivial and "group privacy" in tight.guarantee.explain()
     approx = MarkovQuiltMechanism(ChainClass.bounds(0.3, 0.3), 100, 1.0, method="approx")
     assert "eigengap" in approx.guarantee.model and approx.states is None
+    with pytest.raises(DataError, match="states="):
+        approx.release(np.zeros(5, dtype=int))
+    binned = MarkovQuiltMechanism(ChainClass.bounds(0.3, 0.3), 100, 1.0, method="approx", states=3)
+    assert binned.release(np.array([0, 2, 2]), rng=rng_for_tests(7)).shape == (3,)
+    with pytest.raises(InvalidParameter, match="states"):
+        MarkovQuiltMechanism(chain, 100, 1.0, states=3)
 
 
 def test_network_mechanism_releases_values() -> None:

@@ -12,7 +12,7 @@ from bayesdp.correlated.calibration import QuiltCalibration, quilt_calibration
 from bayesdp.correlated.chain import ChainClass, MarkovChain, as_sequences, check_sequences
 from bayesdp.correlated.influence import check_notion
 from bayesdp.correlated.network import BayesianNetwork
-from bayesdp.errors import DataError, check_open_unit, check_positive, invalid
+from bayesdp.errors import DataError, check_open_unit, check_positive, check_positive_int, invalid
 from bayesdp.mechanisms.laplace import dlap_quantile
 from bayesdp.noise import Rng, discrete_laplace, grid_for, resolve_rng, snap, unsnap
 from bayesdp.privacy import Guarantee
@@ -102,18 +102,21 @@ class MarkovQuiltMechanism:
     Song, Wang & Chaudhuri 2017, Alg. 2: ε-Pufferfish (or ε-BDP with notion="bdp") for records
     correlated as in `model`. The noise is discrete Laplace on the power-of-two grid (as
     bayesdp.Laplace), so floating point leaks nothing. rng=None uses the OS CSPRNG; a seeded
-    generator (tests only) gives no privacy.
+    generator (tests only) gives no privacy. `length` is the longest sequence the release may
+    contain (several people, each an independent chain, are covered: σ_max does not decrease
+    with T); `states` gives the bins for a ChainClass given by bounds.
     """
 
     def __init__(self, model: Any, length: int | None, epsilon: float, lipschitz: float = 2.0,
-                 method: str = "exact", notion: str = "pufferfish") -> None:
+                 method: str = "exact", notion: str = "pufferfish", *,
+                 states: int | None = None) -> None:
         self.model = model
         self.epsilon = check_positive("epsilon", epsilon)
         self.lipschitz = check_positive("lipschitz", lipschitz)
         self.notion = check_notion(notion)
         self.calibration = quilt_calibration(model, length, self.epsilon, method, notion)
         self.length = len(model.nodes) if isinstance(model, BayesianNetwork) else int(length or 0)
-        self.states = self._states()
+        self.states = self._states(states)
         raw = self.lipschitz * self.calibration.sigma
         self.grid = grid_for(raw)
         self._guarantee = CorrelatedGuarantee(
@@ -121,13 +124,21 @@ class MarkovQuiltMechanism:
             notion, describe_model(model), self.length, method, self.calibration,
         )
 
-    def _states(self) -> int | None:
+    def _states(self, given: int | None) -> int | None:
+        """Histogram bins: the model's state count (or `states` for a class given by bounds)."""
         if isinstance(self.model, MarkovChain):
-            return self.model.k
-        if isinstance(self.model, ChainClass):
-            return self.model.chains[0].k if self.model.is_finite else None
-        cards = set(self.model.cardinality.values())
-        return cards.pop() if len(cards) == 1 else None
+            known: int | None = self.model.k
+        elif isinstance(self.model, ChainClass):
+            known = self.model.chains[0].k if self.model.is_finite else None
+        else:
+            cards = set(self.model.cardinality.values())
+            known = cards.pop() if len(cards) == 1 else None
+        if given is None:
+            return known
+        k = check_positive_int("states", given)
+        if known is not None and k != known:
+            raise invalid("states", given, f"None or {known} (the model's state count)")
+        return k
 
     @property
     def scale(self) -> float:
@@ -152,7 +163,7 @@ class MarkovQuiltMechanism:
         """Exact state counts over all sequences (each at most `length` long)."""
         seqs = as_sequences(sequences)
         if self.states is None:
-            raise DataError("this model has no common state space: use release_values")
+            raise DataError("this model has no common state count: pass states= or use release_values")
         check_sequences(seqs, self.states)
         longest = max(s.size for s in seqs)
         if longest > self.length:

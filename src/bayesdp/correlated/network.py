@@ -20,6 +20,7 @@ from bayesdp.correlated.influence import check_notion
 from bayesdp.errors import InvalidParameter, invalid
 
 MAX_JOINT = 1 << 22
+MAX_KNOWN = 14  # notion="bdp": 2^14 known sets per quilt at most
 _ROW_TOL = 1e-9
 
 
@@ -200,6 +201,11 @@ class BayesianNetwork:
         if notion == "pufferfish":
             return self._conditional_influence(node, q, [])
         others = [v for v in self.nodes if v != node and v not in q]
+        if len(others) > MAX_KNOWN:
+            raise InvalidParameter(
+                f"notion='bdp' enumerates every set of known records: {len(others)} records "
+                f"outside the node and quilt is more than {MAX_KNOWN}; use a smaller network"
+            )
         return max(
             self._conditional_influence(node, q, list(known))
             for r in range(len(others) + 1)
