@@ -1,10 +1,12 @@
 """Ledger: atomic spends, accounting, concurrent processes, SIGKILL, and files it must refuse."""
 
+import contextlib
 import hashlib
 import multiprocessing
 import os
 import signal
 import sqlite3
+import threading
 import time
 
 import pytest
@@ -201,6 +203,23 @@ def test_concurrent_processes_never_exceed_the_budget(tmp_path):
     assert granted == len(led.history()) == 25  # 25 × 0.1 = 2.5 exactly, 60 asked for
     assert led.spent().epsilon <= 2.5
     assert len({h.label for h in led.history()}) == 25
+
+
+def test_threads_share_one_ledger(tmp_path):
+    led = Ledger(tmp_path / "threads.db", budget=Guarantee(2.0))
+    granted = []
+
+    def ask(k):
+        for i in range(6):
+            with contextlib.suppress(BudgetExceeded):
+                granted.append(led.spend(Guarantee(0.125), f"t{k}-{i}"))
+
+    threads = [threading.Thread(target=ask, args=(k,)) for k in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(granted) == len(led.history()) == 16  # 16 × 0.125 = 2, of 30 asked for
 
 
 def _spend_forever(path, tag, fd):

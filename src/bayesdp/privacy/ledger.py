@@ -12,6 +12,7 @@ import json
 import math
 import os
 import sqlite3
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -77,6 +78,7 @@ class Ledger:
         self.path = Path(path)
         self._conn: sqlite3.Connection | None = None
         self._pid = os.getpid()
+        self._lock = threading.RLock()
         if accounting is not None and accounting not in ACCOUNTINGS:
             raise invalid("accounting", accounting, f"one of {ACCOUNTINGS}")
         if budget is not None and not isinstance(budget, Guarantee):
@@ -169,18 +171,22 @@ class Ledger:
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        """This process's connection (a forked child opens its own; SQLite forbids sharing)."""
-        if self._conn is None or self._pid != os.getpid():
-            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-            conn.execute("PRAGMA synchronous=FULL")  # a returned spend survives power loss too
-            self._conn, self._pid = conn, os.getpid()
-        yield self._conn
+        """This process's connection, one thread at a time (a forked child opens its own)."""
+        with self._lock:
+            if self._conn is None or self._pid != os.getpid():
+                conn = sqlite3.connect(
+                    self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+                )
+                conn.execute("PRAGMA synchronous=FULL")  # a returned spend survives power loss
+                self._conn, self._pid = conn, os.getpid()
+            yield self._conn
 
     def close(self) -> None:
         """Close this process's connection (reopened on next use)."""
-        if self._conn is not None and self._pid == os.getpid():
-            self._conn.close()
-        self._conn = None
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
 
     def __enter__(self) -> Ledger:
         return self
