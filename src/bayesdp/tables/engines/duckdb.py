@@ -1,15 +1,18 @@
 """The DuckDB engine: contribution bounding and exact aggregates inside DuckDB.
 
-Bounding uses one hash aggregate and one window, never a row-order choice:
+Bounding is two sort-based windows (DuckDB's windows beat a hash aggregate with one entry per
+(unit, group) pair), never a row-order choice:
 
-1. `GROUP BY unit, keys` collapses each (unit, group) pair to its row count and the `max_rows`
-   rows with the smallest keyed hash `hash(hash(row) xor seed_r)` (a uniformly random subset,
-   since the secret 64-bit seed makes the hash order a random permutation);
-2. one `row_number()` window over the pairs (not the rows) ranks each unit's groups by
-   `hash(hash(unit, key) xor seed_g)` and keeps the first `max_groups`.
+1. rows are ranked within each (unit, group) pair by the keyed hash `hash(hash(row) xor seed_r)`
+   and the first `max_rows` kept: a uniformly random subset, since the secret 64-bit seed makes
+   the hash order a random permutation; this also cuts the rows the second window sorts;
+2. the remaining rows are ranked within each unit by `hash(hash(unit, key) xor seed_g)` with
+   `dense_rank`, and the rows of the first `max_groups` groups kept: a uniform random subset
+   of the unit's groups.
 
-The pairs table is materialized once (a temporary table dropped afterwards) and every
-aggregate reads it, so quantile grids and histograms cost no second scan of the data.
+The kept rows (at most units x max_groups x max_rows) are materialized once in a temporary
+table, dropped afterwards, so quantile grids and histograms cost no second pass over the data.
+One cheap scan counts the rows, the null units and the rows outside the public keys.
 """
 
 from __future__ import annotations
@@ -100,22 +103,22 @@ class DuckDBEngine:
 
     def aggregate(self, request: BoundingRequest) -> ExactAggregates:
         values = _value_columns(request)
-        with self._temp(_pairs_sql(self._filtered(request.where), request, values)) as pairs:
-            return self._collect(pairs, request, values)
-
-    def _collect(self, pairs: str, req: BoundingRequest, values: list[str]) -> ExactAggregates:
-        m = req.max_rows
-        totals = self.sql(
-            f"SELECT coalesce(sum(__n), 0), coalesce(sum(least(__n, {m})) FILTER (__keep), 0),"
-            f" coalesce(sum(__n) FILTER (NOT __in), 0), coalesce(sum(__n) FILTER (__u IS NULL), 0)"
-            f" FROM {pairs}"
+        source = self._filtered(request.where)
+        in_keys = _in_list(request)
+        counts = self.sql(
+            f"SELECT count(*), count(*) FILTER ({ident(request.unit)} IS NULL),"
+            f" count(*) FILTER (NOT ({in_keys})) FROM ({source})"
         ).fetchall()[0]
-        rows_total, kept, by_keys, null_units = (int(x) for x in totals)
+        with self._temp(_kept_sql(source, request, values)) as kept:
+            return self._collect(kept, request, values, tuple(int(c) for c in counts))
+
+    def _collect(self, kept: str, req: BoundingRequest, values: list[str],
+                 counts: tuple[int, ...]) -> ExactAggregates:
+        rows_total, null_units, outside = counts
         keys = [ident(k) for k in req.keys]
-        rows_view = _rows_sql(pairs, keys, values, m)
         group_by = f"GROUP BY {', '.join(keys)} ORDER BY {', '.join(keys)} NULLS LAST" if keys else ""
         key_sel = "".join(f"{k}, " for k in keys)
-        cols = ["count(*) AS __rows"]
+        cols = ["count(*) AS __rows", "count(*) FILTER (__first) AS __units"]
         for i, meas in enumerate(req.measures):
             v = f"__v{values.index(meas.column)}"
             c = _clip(v, meas.lo, meas.hi)
@@ -124,11 +127,9 @@ class DuckDBEngine:
                      f"count(*) FILTER ({v} < {meas.lo!r} OR {v} > {meas.hi!r}) AS __c{i}"]
         for j in range(len(values)):
             cols.append(f"count(*) FILTER (__v{j} IS NULL) AS __null{j}")
-        units = f"SELECT {key_sel}count(*) AS __units FROM {pairs} WHERE __keep {group_by}"
-        stats = f"SELECT {key_sel}{', '.join(cols)} FROM ({rows_view}) {group_by}"
-        units_df = self.sql(units).df()
-        stats_df = self.sql(stats).df()
-        groups = units_df[list(req.keys)].reset_index(drop=True)
+        stats_df = self.sql(f"SELECT {key_sel}{', '.join(cols)} FROM {kept} {group_by}").df()
+        kept_rows = int(stats_df["__rows"].sum())
+        groups = stats_df[list(req.keys)].reset_index(drop=True)
         clipped: dict[Measure | Cells | Bins, int] = {}
         moments = {}
         for i, meas in enumerate(req.measures):
@@ -137,21 +138,21 @@ class DuckDBEngine:
         nulls = {c: int(stats_df[f"__null{j}"].sum()) for j, c in enumerate(values)}
         cells = {}
         for spec in req.cells:
-            idx, gi, counts, n_clip = self._cells(rows_view, req, values, spec, groups)
-            cells[spec] = (idx, gi, counts)
+            gi, cell, cnt, n_clip = self._cells(kept, req, values, spec, groups)
+            cells[spec] = (gi, cell, cnt)
             clipped[spec] = n_clip
         bins = {}
         for bspec in req.bins:
-            bins[bspec], clipped[bspec] = self._bins(rows_view, req, values, bspec, groups)
-        diag = Diagnostics(rows=rows_total, kept_rows=kept,
-                           dropped_by_bounding=rows_total - by_keys - null_units - kept,
-                           dropped_by_keys=by_keys, null_units=null_units, nulls=nulls,
+            bins[bspec], clipped[bspec] = self._bins(kept, req, values, bspec, groups)
+        diag = Diagnostics(rows=rows_total, kept_rows=kept_rows,
+                           dropped_by_bounding=rows_total - outside - null_units - kept_rows,
+                           dropped_by_keys=outside, null_units=null_units, nulls=nulls,
                            clipped=clipped)
-        return ExactAggregates(groups=groups, units=units_df["__units"].to_numpy(np.int64),
+        return ExactAggregates(groups=groups, units=stats_df["__units"].to_numpy(np.int64),
                                rows=stats_df["__rows"].to_numpy(np.int64), moments=moments,
                                cells=cells, bins=bins, diagnostics=diag)
 
-    def _cells(self, rows_view: str, req: BoundingRequest, values: list[str], spec: Cells,
+    def _cells(self, kept: str, req: BoundingRequest, values: list[str], spec: Cells,
                groups: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         v = f"__v{values.index(spec.column)}"
         width = (spec.hi - spec.lo) / spec.cells
@@ -160,14 +161,14 @@ class DuckDBEngine:
         df = self.sql(
             f"SELECT {keys}{cell} AS __cell, count(*) AS __count,"
             f" count(*) FILTER ({v} < {spec.lo!r} OR {v} > {spec.hi!r}) AS __clip"
-            f" FROM ({rows_view}) WHERE {v} IS NOT NULL GROUP BY ALL"
+            f" FROM {kept} WHERE {v} IS NOT NULL GROUP BY ALL"
         ).df()
         gi = _group_index(df, groups, req.keys)
         order = np.lexsort((df["__cell"].to_numpy(), gi))
         return (gi[order], df["__cell"].to_numpy(np.int64)[order],
                 df["__count"].to_numpy(np.int64)[order], int(df["__clip"].sum()))
 
-    def _bins(self, rows_view: str, req: BoundingRequest, values: list[str], spec: Bins,
+    def _bins(self, kept: str, req: BoundingRequest, values: list[str], spec: Bins,
               groups: pd.DataFrame) -> tuple[np.ndarray, int]:
         v = f"__v{values.index(spec.column)}"
         inner = spec.edges[1:-1]
@@ -178,7 +179,7 @@ class DuckDBEngine:
         df = self.sql(
             f"SELECT {keys}{b} AS __bin, count(*) AS __count,"
             f" count(*) FILTER ({v} < {spec.edges[0]!r} OR {v} > {spec.edges[-1]!r}) AS __clip"
-            f" FROM ({rows_view}) WHERE {v} IS NOT NULL GROUP BY ALL"
+            f" FROM {kept} WHERE {v} IS NOT NULL GROUP BY ALL"
         ).df()
         gi = _group_index(df, groups, req.keys)
         out = np.zeros((len(groups), len(spec.edges) - 1), dtype=np.int64)
@@ -193,7 +194,9 @@ def _value_columns(req: BoundingRequest) -> list[str]:
 
 
 def _clip(v: str, lo: float, hi: float) -> str:
-    return f"least(greatest({v}, {float(lo)!r}), {float(hi)!r})"
+    """`v` clipped to [lo, hi]; NULL stays NULL (least/greatest would turn it into lo)."""
+    lo_, hi_ = repr(float(lo)), repr(float(hi))
+    return f"CASE WHEN {v} < {lo_} THEN {lo_} WHEN {v} > {hi_} THEN {hi_} ELSE {v} END"
 
 
 def _in_list(req: BoundingRequest) -> str:
@@ -208,40 +211,51 @@ def _in_list(req: BoundingRequest) -> str:
     return f"coalesce(row({', '.join(ident(k) for k in req.keys)}) IN ({items}), FALSE)"
 
 
-def _pairs_sql(source: str, req: BoundingRequest, values: list[str]) -> str:
-    """One row per (unit, group): row count, the kept rows, whether the pair is kept."""
+def keyed_hashes(req: BoundingRequest, values: Sequence[str]) -> tuple[str, str]:
+    """SQL of the keyed hashes ordering a pair's rows and a unit's groups (the Spark engine
+    evaluates the same expressions, so both engines keep the same rows for the same seed)."""
     seed_r, seed_g = req.seed & _MASK64, (req.seed >> 64) & _MASK64
     unit, keys = ident(req.unit), [ident(k) for k in req.keys]
     content = ", ".join([unit, *keys, *(ident(c) for c in values)])
-    row_hash = f"hash(xor(hash({content}), {seed_r}::UBIGINT))"
-    kept = ""
-    if values:
-        struct = "{" + ", ".join(
-            f"'__v{j}': nullif(CAST({ident(c)} AS DOUBLE), 'NaN'::DOUBLE)"
-            for j, c in enumerate(values)) + "}"
-        kept = (f", arg_min({struct}, {row_hash}) AS __kept" if req.max_rows == 1
-                else f", min_by({struct}, {row_hash}, {req.max_rows}) AS __kept")
-    group_hash = f"hash(xor(hash({', '.join([unit, *keys])}), {seed_g}::UBIGINT))"
+    return (f"hash(xor(hash({content}), {seed_r}::UBIGINT))",
+            f"hash(xor(hash({', '.join([unit, *keys])}), {seed_g}::UBIGINT))")
+
+
+def _kept_sql(source: str, req: BoundingRequest, values: list[str]) -> str:
+    """The kept rows: keys, `__first` (one row per kept (unit, group) pair), values `__v0`, ..."""
+    seed_r, seed_g = req.seed & _MASK64, (req.seed >> 64) & _MASK64
+    unit, keys = ident(req.unit), [ident(k) for k in req.keys]
     key_sel = "".join(f", {k}" for k in keys)
-    pairs = (f"SELECT {unit} AS __u{key_sel}, count(*) AS __n, {_in_list(req)} AS __in,"
-             f" {group_hash} AS __hg{kept} FROM ({source}) GROUP BY ALL")
-    if not keys:
-        return f"SELECT *, __u IS NOT NULL AS __keep FROM ({pairs})"
-    rank = "row_number() OVER (PARTITION BY __u ORDER BY __in DESC, __hg)"
-    return (f"SELECT * EXCLUDE (__hg), __in AND __u IS NOT NULL AND {rank} <= {req.max_groups}"
-            f" AS __keep FROM ({pairs})")
-
-
-def _rows_sql(pairs: str, keys: list[str], values: list[str], max_rows: int) -> str:
-    """The kept rows: one per kept value (struct fields as columns __v0, __v1, ...)."""
-    key_sel = "".join(f"{k}, " for k in keys)
+    row_hash = f"hash(xor(hash({', '.join([unit, *keys, *(ident(c) for c in values)])}), {seed_r}::UBIGINT))"
+    if keys:
+        window = f"PARTITION BY {unit} ORDER BY hash(xor(hash({unit}{key_sel}), {seed_g}::UBIGINT))"
+        peers = f"({window} RANGE BETWEEN CURRENT ROW AND CURRENT ROW)"
+    else:
+        window = f"PARTITION BY {unit} ORDER BY 1"
+        peers = f"(PARTITION BY {unit})"
+    struct = "{" + ", ".join(f"'__v{j}': nullif(CAST({ident(c)} AS DOUBLE), 'NaN'::DOUBLE)"
+                             for j, c in enumerate(values)) + "}"
+    m = req.max_rows
     if not values:
-        unnest = f"unnest(range(least(__n, {max_rows}))) AS __i"
-        return f"SELECT {key_sel}{unnest} FROM {pairs} WHERE __keep"
-    if max_rows == 1:
-        fields = ", ".join(f"__kept.__v{j} AS __v{j}" for j in range(len(values)))
-        return f"SELECT {key_sel}{fields} FROM {pairs} WHERE __keep"
-    return f"SELECT {key_sel}unnest(__kept, recursive := true) FROM {pairs} WHERE __keep"
+        chosen = f"count(*) OVER {peers} AS __n"
+    elif m == 1:
+        chosen = f"arg_min({struct}, {row_hash}) OVER {peers} AS __k"
+    else:
+        chosen = f"min_by({struct}, {row_hash}, {m}) OVER {peers} AS __k"
+    # One sort per unit: dense_rank numbers the unit's groups in random order; the first row of
+    # each group (row_number = rank) represents it and carries the rows chosen by hash.
+    pairs = (f"SELECT {unit} AS __u{key_sel}, {chosen}, dense_rank() OVER w AS __g,"
+             f" rank() OVER w AS __a, row_number() OVER w AS __b FROM ({source})"
+             f" WHERE {unit} IS NOT NULL AND {_in_list(req)} WINDOW w AS ({window})")
+    kept = f"SELECT * FROM ({pairs}) WHERE __g <= {req.max_groups} AND __a = __b"
+    key_out = "".join(f"{k}, " for k in keys)
+    fields = ", ".join(f"__s.__v{j} AS __v{j}" for j in range(len(values)))
+    if not values:
+        return f"SELECT {key_out}unnest(range(least(__n, {m}))) = 0 AS __first FROM ({kept})"
+    if m == 1:
+        return f"SELECT {key_out}TRUE AS __first, {fields.replace('__s.', '__k.')} FROM ({kept})"
+    rows = f"SELECT {key_out}unnest(__k) AS __s, unnest(range(len(__k))) AS __i FROM ({kept})"
+    return f"SELECT {key_out}__i = 0 AS __first, {fields} FROM ({rows})"
 
 
 def _group_index(df: pd.DataFrame, groups: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
@@ -253,4 +267,4 @@ def _group_index(df: pd.DataFrame, groups: pd.DataFrame, keys: Sequence[str]) ->
     return merged["__gi"].to_numpy(np.int64)
 
 
-__all__ = ["DuckDBEngine", "ident", "literal"]
+__all__ = ["DuckDBEngine", "ident", "keyed_hashes", "literal"]
