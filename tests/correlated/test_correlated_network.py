@@ -171,3 +171,29 @@ def test_bad_networks() -> None:
         quilt_calibration(net, None, 1.0, method="approx")
     with pytest.raises(InvalidParameter, match="length"):
         quilt_calibration(net, 7, 1.0)
+
+
+def test_quilts_cover_every_connected_nearby_set() -> None:
+    rng = rng_for_tests(8)
+    names = [f"v{j}" for j in range(7)]
+    parents = {v: [u for u in names[:j] if rng.random() < 0.35] for j, v in enumerate(names)}
+    cpts = {v: rng.dirichlet(np.ones(2), size=(2,) * len(parents[v])) for v in names}
+    net = BayesianNetwork(parents, cpts)
+    adj = net.moral_graph()
+
+    def connected(nodes: set[str]) -> bool:
+        seen, todo = set(), [next(iter(nodes))]
+        while todo:
+            u = todo.pop()
+            if u not in seen:
+                seen.add(u)
+                todo.extend(adj[u] & nodes)
+        return seen == nodes
+
+    for v in names:
+        want = {frozenset(c) | {v} for r in range(len(names))
+                for c in itertools.combinations([u for u in names if u != v], r)
+                if connected(set(c) | {v})}
+        got = [frozenset(q.nearby) for q in net.quilts(v)]
+        assert len(got) == len(set(got))
+        assert set(got) == want | {frozenset(names)}  # every connected set, plus the trivial
