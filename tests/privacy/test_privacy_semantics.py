@@ -127,6 +127,15 @@ def test_rare_output_mass_is_lemma_3_3_part_2():
     assert rare_output_mass(Guarantee(0.0, 1e-6)) == math.inf
 
 
+def test_huge_epsilon_gives_vacuous_figures_not_overflow():
+    g = Guarantee(1000.0, 1e-9)
+    assert g.semantic(10).epsilon == math.inf and not g.semantic(10).informative
+    assert g.posterior(0.01) == 1.0 and g.min_total_error() == 0.0
+    assert g.tradeoff(0.0) == 1 - 1e-9 and g.tradeoff(0.5) == 0.0
+    assert "says nothing" in g.explain(n=10)
+    assert Guarantee(1000.0).group(3).epsilon == 3000.0
+
+
 def test_tradeoff_rejects_alpha_outside_unit_interval():
     with pytest.raises(InvalidParameter, match="alpha"):
         Guarantee(1).tradeoff(1.5)

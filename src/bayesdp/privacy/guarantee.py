@@ -134,8 +134,14 @@ class Guarantee:
             return replace(self, unit=unit, relation=relation, mechanism=None)
         e = self.epsilon
         # δ(1 + e^ε + ... + e^{(k-1)ε}): a geometric sum, written to stay exact at ε = 0.
-        factor = k if e == 0 else math.expm1(k * e) / math.expm1(e)
-        delta = self.delta * factor
+        if self.delta == 0:
+            delta = 0.0
+        elif e == 0:
+            delta = self.delta * k
+        elif k * e > 700:  # the factor overflows: δ is certainly >= 1
+            delta = math.inf
+        else:
+            delta = self.delta * (math.expm1(k * e) / math.expm1(e))
         if delta >= 1:
             raise InvalidParameter(
                 f"k={k} is not allowed: the group guarantee would have δ={delta:.3g} >= 1, "

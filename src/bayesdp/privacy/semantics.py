@@ -51,6 +51,11 @@ class SemanticPrivacy:
         return self.holds and self.epsilon < 1 and self.delta < 1
 
 
+def _expm1(x: float) -> float:
+    """e^x − 1, infinite instead of an overflow error for huge x."""
+    return math.expm1(x) if x < 700 else math.inf
+
+
 def ks_formula(epsilon: float, delta: float, n: int) -> tuple[float, float, bool]:
     """(ε', δ', precondition): KS Thm 2.2 (e^ε − 1, 0) or Thm 2.4 (e^{3ε} − 1 + 2√(nδ), 4√(nδ)).
 
@@ -61,9 +66,9 @@ def ks_formula(epsilon: float, delta: float, n: int) -> tuple[float, float, bool
     d = check_delta("delta", delta)
     n = check_positive_int("n", n)
     if d == 0:
-        return math.expm1(e), 0.0, True
+        return _expm1(e), 0.0, True
     r = math.sqrt(n * d)
-    return math.expm1(3 * e) + 2 * r, 4 * r, d < precondition_threshold(e, n)
+    return _expm1(3 * e) + 2 * r, 4 * r, d < precondition_threshold(e, n)
 
 
 def precondition_threshold(epsilon: float, n: int) -> float:
@@ -135,12 +140,12 @@ def tradeoff(g: Guarantee, alpha: float) -> float:
     if not 0 <= a <= 1:
         raise invalid("alpha", alpha, "in [0, 1]")
     e, d = g.epsilon, g.delta
-    return max(0.0, 1 - d - math.exp(e) * a, math.exp(-e) * (1 - d - a))
+    return max(0.0, 1 - d - (_expm1(e) + 1) * a if a > 0 else 1 - d, math.exp(-e) * (1 - d - a))
 
 
 def min_total_error(g: Guarantee) -> float:
     """min over tests of α + β = 2(1 − δ)/(1 + e^ε) (Kairouz, Oh & Viswanath 2015, Thm 2.1)."""
-    return 2 * (1 - g.delta) / (1 + math.exp(g.epsilon))
+    return 2 * (1 - g.delta) / (2 + _expm1(g.epsilon))
 
 
 def explain(g: Guarantee, n: int | None = None, prior: float | None = None) -> str:
@@ -188,7 +193,7 @@ def explain(g: Guarantee, n: int | None = None, prior: float | None = None) -> s
 
 
 def _explain_pure(g: Guarantee) -> str:
-    bar = math.expm1(g.epsilon)
+    bar = _expm1(g.epsilon)
     if bar >= 1:
         return (
             f"At ε={g.epsilon:.3g} the semantic bound e^ε − 1 = {bar:.3g} is at least 1 and says "
