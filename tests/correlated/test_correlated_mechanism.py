@@ -128,3 +128,19 @@ def test_bad_input() -> None:
         MarkovQuiltMechanism(chain, 10, 1.0, lipschitz=-1)
     with pytest.raises(InvalidParameter, match="alpha"):
         mech.interval(1.5)
+
+
+@pytest.mark.parametrize("notion", ["pufferfish", "bdp"])
+def test_network_histogram_stays_within_e_eps(notion: str) -> None:
+    rng = rng_for_tests(9)
+    net = BayesianNetwork(
+        {"A": [], "B": [], "C": ["A", "B"], "D": ["C"], "E": ["C"]},
+        {"A": [0.3, 0.7], "B": [0.6, 0.4], "C": rng.dirichlet(np.ones(2) * 8, size=(2, 2)),
+         "D": [[0.65, 0.35], [0.4, 0.6]], "E": [[0.6, 0.4], [0.35, 0.65]]},
+    )
+    rows = sequences(2, 5)  # every assignment, nodes in order
+    prob = net.joint()[tuple(rows.T)]
+    for eps in (1.0, 2.0):
+        mech = MarkovQuiltMechanism(net, None, eps, notion=notion)
+        assert leakage(rows, prob, 2, scale_in_counts(mech), notion) <= eps * (1 + 1e-12)
+    assert not mech.calibration.trivial  # at ε = 2 a quilt beats group privacy
