@@ -33,6 +33,28 @@ def fit_margins(table: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.nda
     return out
 
 
+def project_tables(
+    table: np.ndarray, rows: np.ndarray, cols: np.ndarray, iters: int = 300
+) -> np.ndarray:
+    """Least-squares projection onto non-negative tables with the given margins (Dykstra 1983).
+
+    Alternates the affine margin projection and clipping at 0 with Dykstra's corrections, which
+    converge to the projection onto the intersection rather than to some point of it.
+    """
+    x = np.asarray(table, dtype=np.float64)
+    p = np.zeros_like(x)
+    q = np.zeros_like(x)
+    for _ in range(iters):
+        y = fit_margins(x + p, rows, cols)
+        p = x + p - y
+        x_new = np.maximum(y + q, 0.0)
+        q = y + q - x_new
+        if np.abs(x_new - x).max() <= 1e-9 * max(float(rows.sum()), 1.0):
+            return x_new
+        x = x_new
+    return x
+
+
 def ipf(table: np.ndarray, rows: np.ndarray, cols: np.ndarray, iters: int = 200) -> np.ndarray:
     """Iterative proportional fitting of a positive table to given margins (Deming & Stephan 1940)."""
     t = np.array(table, dtype=np.float64)

@@ -100,15 +100,19 @@ class Synthesizer:
         )
 
 
+Variance = float | np.ndarray
+Fitted = tuple[TreeModel, float, list[tuple[int, int]]]
+
+
 @dataclass
 class _Measurements:
     """Noisy marginals, averaged by inverse variance when a marginal is measured more than once."""
 
     sizes: list[int]
-    one: dict[int, tuple[np.ndarray, float]] = field(default_factory=dict)
-    two: dict[tuple[int, int], tuple[np.ndarray, float]] = field(default_factory=dict)
+    one: dict[int, tuple[np.ndarray, Variance]] = field(default_factory=dict)
+    two: dict[tuple[int, int], tuple[np.ndarray, Variance]] = field(default_factory=dict)
 
-    def add(self, key: int | tuple[int, int], y: np.ndarray, var: float) -> None:
+    def add(self, key: int | tuple[int, int], y: np.ndarray, var: Variance) -> None:
         store: dict = self.one if isinstance(key, int) else self.two  # type: ignore[type-arg]
         if key in store:
             y0, v0 = store[key]
@@ -122,8 +126,12 @@ class _Measurements:
         keys = list(self.two)
         return fit_tree(
             self.sizes, [self.one[i][0] for i in range(d)], [self.one[i][1] for i in range(d)],
-            keys, [self.two[e][0] for e in keys], [self.two[e][1] for e in keys],
+            keys, [self.two[e][0] for e in keys], [float(self.two[e][1]) for e in keys],
         )
+
+    def result(self) -> Fitted:
+        model, n_hat = self.fit()
+        return model, n_hat, list(self.two)
 
 
 class _Data:
@@ -164,22 +172,45 @@ def _quality(data: _Data, model: TreeModel, n_hat: float, pairs: list[tuple[int,
     return np.array([np.abs(data.two(i, j) - n_hat * model.pair(i, j)).sum() for i, j in pairs])
 
 
-def _mst(data: _Data, rho: float, s1: float, s2: float, rng: Rng) -> _Measurements:
+def _compress(y: np.ndarray, sigma: float) -> tuple[np.ndarray, np.ndarray]:
+    """Merge levels whose noisy count is below 3σ into one (MST's domain compression, McKenna,
+    Miklau & Sheldon 2021, Sec. 4); returns the map to merged levels and within-group weights
+    from the noisy counts (post-processing)."""
+    rare = y < 3.0 * sigma
+    if rare.sum() < 2:
+        return np.arange(y.size), np.ones(y.size)
+    cmap = np.empty(y.size, dtype=np.int64)
+    cmap[~rare] = np.arange(int((~rare).sum()))
+    cmap[rare] = int((~rare).sum())
+    w = np.ones(y.size)
+    v = np.maximum(y[rare], 0.0)
+    w[rare] = v / v.sum() if v.sum() > 0 else 1.0 / rare.sum()
+    return cmap, w
+
+
+def _mst(data: _Data, rho: float, s1: float, s2: float, rng: Rng) -> Fitted:
     """MST (McKenna, Miklau & Sheldon 2021, Alg. 1): ρ/3 on 1-way marginals, ρ/3 on a private
     maximum spanning tree by d−1 exponential mechanisms (each ε²/8-zCDP, Cesar & Rogers 2021),
-    ρ/3 on the chosen 2-way marginals."""
+    ρ/3 on the chosen 2-way marginals, all after compressing rare levels."""
     d = len(data.sizes)
-    meas = _Measurements(data.sizes)
     share = rho / 3.0 if d > 1 else rho
     sigma1 = math.sqrt(d * s2 / (2.0 * share))
-    for i in range(d):
-        meas.add(i, _noisy(data.one(i), sigma1, rng), sigma1**2)
+    noisy1 = [_noisy(data.one(i), sigma1, rng) for i in range(d)]
     if d == 1:
-        return meas
+        meas = _Measurements(data.sizes)
+        meas.add(0, noisy1[0], sigma1**2)
+        return meas.result()
+    maps, weights = zip(*(_compress(y, sigma1) for y in noisy1), strict=True)
+    sizes = [int(m.max()) + 1 for m in maps]
+    small = _Data(np.column_stack([m[data.codes[:, i]] for i, m in enumerate(maps)]), sizes)
+    meas = _Measurements(sizes)
+    for i, (m, y) in enumerate(zip(maps, noisy1, strict=True)):
+        meas.add(i, np.bincount(m, weights=y, minlength=sizes[i]),
+                 sigma1**2 * np.bincount(m, minlength=sizes[i]))
     model, n_hat = meas.fit()
     eps_round = math.sqrt(8.0 * share / (d - 1))
     allpairs = [(i, j) for i in range(d) for j in range(i + 1, d)]
-    score = dict(zip(allpairs, _quality(data, model, n_hat, allpairs), strict=True))
+    score = dict(zip(allpairs, _quality(small, model, n_hat, allpairs), strict=True))
     chosen: list[tuple[int, int]] = []
     for _ in range(d - 1):
         comp = _components(d, chosen)
@@ -188,11 +219,12 @@ def _mst(data: _Data, rho: float, s1: float, s2: float, rng: Rng) -> _Measuremen
         chosen.append(pick)
     sigma2 = math.sqrt((d - 1) * s2 / (2.0 * share))
     for i, j in chosen:
-        meas.add((i, j), _noisy(data.two(i, j), sigma2, rng), sigma2**2)
-    return meas
+        meas.add((i, j), _noisy(small.two(i, j), sigma2, rng), sigma2**2)
+    model, n_hat = meas.fit()
+    return model.expand(list(maps), list(weights)), n_hat, chosen
 
 
-def _aim(data: _Data, rho: float, s1: float, s2: float, rng: Rng) -> _Measurements:
+def _aim(data: _Data, rho: float, s1: float, s2: float, rng: Rng) -> Fitted:
     """AIM's select-measure-refit loop (McKenna et al. 2022, Alg. 2) with the model held to a tree.
 
     Budget per round ρ/T, T = 16d: 0.9 of it measures (σ² = Δ₂²T/(1.8ρ)), 0.1 selects
@@ -227,17 +259,17 @@ def _aim(data: _Data, rho: float, s1: float, s2: float, rng: Rng) -> _Measuremen
         if np.abs(n_hat * model.pair(i, j) - before).sum() <= _EXPECTED_ABS * sigma * cells.max():
             sigma /= 2.0
             eps_sel *= 2.0
-    return meas
+    return meas.result()
 
 
-def _independent(data: _Data, rho: float, s1: float, s2: float, rng: Rng) -> _Measurements:
+def _independent(data: _Data, rho: float, s1: float, s2: float, rng: Rng) -> Fitted:
     """Every column's 1-way marginal with all of ρ, no dependence: the baseline."""
     d = len(data.sizes)
     meas = _Measurements(data.sizes)
     sigma = math.sqrt(d * s2 / (2.0 * rho))
     for i in range(d):
         meas.add(i, _noisy(data.one(i), sigma, rng), sigma**2)
-    return meas
+    return meas.result()
 
 
 _FITTERS = {"mst": _mst, "aim": _aim, "independent": _independent}
@@ -327,13 +359,12 @@ def synthesize(
                 specs[k] = categorical_spec(spec.name, frame[spec.name], levels)
     codes, dropped, clipped = encode(frame, specs, strict)
     sizes = [s.size for s in specs]
-    meas = _FITTERS[method](_Data(codes, sizes), rho_main, s1, s2, g)
-    model, n_hat = meas.fit()
+    model, n_hat, pairs = _FITTERS[method](_Data(codes, sizes), rho_main, s1, s2, g)
     names = [s.name for s in specs]
     return Synthesizer(
         specs=tuple(specs), model=model,
         guarantee=stated([rho - rho_main, rho_main], delta - delta_extra, delta_extra, relation),
         method=method, n_estimate=n_hat,
-        edges=tuple((names[i], names[j]) for i, j in meas.two),
+        edges=tuple((names[i], names[j]) for i, j in pairs),
         rho=rho, dropped=dropped, clipped=clipped, discovered=tuple(discover),
     )

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bayesdp.noise import Rng
-from bayesdp.synth.simplex import fit_margins, ipf, project_simplex
+from bayesdp.synth.simplex import ipf, project_simplex, project_tables
 
 # Positive floor (relative to the cell mean) so that proportional fitting can fill any cell.
 _FLOOR = 1e-6
@@ -66,6 +66,17 @@ class TreeModel:
             joint = joint @ step
         return joint
 
+    def expand(self, maps: list[np.ndarray], weights: list[np.ndarray]) -> TreeModel:
+        """The model on original levels when level k of column c was merged into maps[c][k].
+
+        A merged level is drawn within its group with probability weights[c][k], independently
+        of everything else (MST's domain compression undone, McKenna et al. 2021, Sec. 4).
+        """
+        probs = {c: p[maps[c]] * weights[c] for c, p in self.probs.items()}
+        cond = {c: t[maps[self.parent[c]]][:, maps[c]] * weights[c][None, :]
+                for c, t in self.cond.items()}
+        return TreeModel(tuple(len(m) for m in maps), self.order, self.parent, probs, cond)
+
     def sample(self, k: int, rng: Rng) -> np.ndarray:
         """k i.i.d. records by ancestral sampling (inverse cdf per column, vectorized over records)."""
         out = np.empty((k, len(self.sizes)), dtype=np.int64)
@@ -86,7 +97,7 @@ class TreeModel:
 def fit_tree(
     sizes: list[int],
     one_way: list[np.ndarray],
-    var1: list[float],
+    var1: list[float | np.ndarray],
     edges: list[tuple[int, int]],
     two_way: list[np.ndarray],
     var2: list[float],
@@ -95,20 +106,22 @@ def fit_tree(
 
     Totals and each column's marginal are inverse-variance weighted averages of every measurement
     that determines them (the 1-way table, the margins of each 2-way table); marginals are
-    projected onto non-negative counts with the common total, and each 2-way table is moved to
-    them by least squares, made non-negative and refitted by proportional fitting, so the model
+    projected onto non-negative counts with the common total, and each 2-way table is projected
+    by least squares onto the non-negative tables with those margins (then proportional fitting
+    removes the last rounding), so the model
     reproduces every estimated marginal (a tree-structured analogue of Private-PGM's consistent
-    estimation, McKenna et al. 2019). `var1`/`var2` are the per-cell noise variances.
+    estimation, McKenna et al. 2019). `var1` (scalar or per cell) and `var2` are noise variances.
     """
     d = len(sizes)
-    tot_w = [1.0 / (sizes[i] * var1[i]) for i in range(d)]
+    den = [np.broadcast_to(1.0 / np.asarray(var1[i], dtype=np.float64), (sizes[i],)).copy()
+           for i in range(d)]
+    tot_w = [1.0 / float(np.sum(1.0 / den[i])) for i in range(d)]
     tot_v = [float(y.sum()) for y in one_way]
     for (i, j), y, v in zip(edges, two_way, var2, strict=True):
         tot_w.append(1.0 / (sizes[i] * sizes[j] * v))
         tot_v.append(float(y.sum()))
     n_hat = max(float(np.dot(tot_w, tot_v) / np.sum(tot_w)), 1.0)
-    num = [one_way[i] / var1[i] for i in range(d)]
-    den = [np.full(sizes[i], 1.0 / var1[i]) for i in range(d)]
+    num = [one_way[i] * den[i] for i in range(d)]
     for (i, j), y, v in zip(edges, two_way, var2, strict=True):
         num[i] = num[i] + y.sum(axis=1) / (sizes[j] * v)
         den[i] = den[i] + 1.0 / (sizes[j] * v)
@@ -117,7 +130,7 @@ def fit_tree(
     marg = [project_simplex(num[i] / den[i] / n_hat) * n_hat for i in range(d)]
     tables = {}
     for (i, j), y in zip(edges, two_way, strict=True):
-        t = np.maximum(fit_margins(y, marg[i], marg[j]), 0.0) + _FLOOR * n_hat / y.size
+        t = project_tables(y, marg[i], marg[j]) + _FLOOR * n_hat / y.size
         t = ipf(t, marg[i], marg[j])
         tables[(i, j)] = t
         tables[(j, i)] = t.T
