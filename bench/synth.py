@@ -171,8 +171,7 @@ def run_snsynth(real, test, target, positive) -> dict[str, float]:
     t1 = time.perf_counter()
     syn = pd.DataFrame(m.sample(len(real)), columns=real.columns).astype(str)
     t2 = time.perf_counter()
-    return {"fit": t1 - t0, "sample": t2 - t1, "peak_mb": float("nan"),
-            **_score(real, syn, test, target, positive)}
+    return {"fit": t1 - t0, "sample": t2 - t1, **_score(real, syn, test, target, positive)}
 
 
 def _mean(runs: list[dict[str, float]]) -> dict[str, float]:
@@ -182,35 +181,38 @@ def _mean(runs: list[dict[str, float]]) -> dict[str, float]:
 def tables(reps: int, anchor_reps: int) -> None:
     warnings.filterwarnings("ignore")
     train, test, domain = load_adult()
-    chain = chain_table()
-    half = len(chain) // 2
+    rows = chain_table(45_000)  # 30,000 to fit, 15,000 more from the same network to test on
+    chain, chain_test = rows.iloc[:30_000], rows.iloc[30_000:]
     cases = [
         ("UCI Adult (32,561 x 14)", train, domain, test, "income", ">50K"),
-        ("chain 30,000 x 10", chain, {c: sorted(chain[c].unique(), key=int) for c in chain},
-         chain_table(half, seed=1), "c0", "1"),  # fresh rows from the same network as test set
+        ("chain 30,000 x 10", chain, {c: sorted(rows[c].unique(), key=int) for c in chain},
+         chain_test, "c0", "1"),
     ]
     have_sn = anchor_reps > 0 and importlib.util.find_spec("snsynth") is not None
-    for label, real, dom, test_set, target, positive in cases:
+    results: dict[str, dict[str, dict[str, float]]] = {}
+    for label, real, dom, test_set, target, positive in cases:  # bayesdp first: RSS before JAX
+        results[label] = {}
+        for method in ("mst", "aim", "independent"):
+            runs = [run_bayesdp(real, dom, method, test_set, target, positive) for _ in range(reps)]
+            results[label][f"bayesdp {method}"] = _mean(runs) | {"peak_mb": peak_mb(real, dom, method)}
+    rss_bayesdp = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    for label, real, _, test_set, target, positive in cases if have_sn else []:
+        results[label]["snsynth MST (i.i.d.)"] = _mean(
+            [run_snsynth(real, test_set, target, positive) for _ in range(anchor_reps)])
+    print(f"bayesdp runs: {reps} per method; SmartNoise runs: {anchor_reps if have_sn else 0}; "
+          f"process peak RSS after all bayesdp runs (before SmartNoise): {rss_bayesdp:.0f} MB")
+    for label, real, _, test_set, target, positive in cases:
         boot = real.sample(len(real), replace=True, random_state=0)
         floor = float(np.mean(list(marginal_tvd(real, boot, 2).values())))
         real_auc = tstr_auc(real, test_set, target, positive)
         print(f"\n{label}: bootstrap floor 2-way TVD {floor:.4f}; train-on-real AUC {real_auc:.3f}")
-        results = {}
-        for method in ("mst", "aim", "independent"):
-            runs = [run_bayesdp(real, dom, method, test_set, target, positive) for _ in range(reps)]
-            results[f"bayesdp {method}"] = _mean(runs) | {"peak_mb": peak_mb(real, dom, method)}
-        rss_bayesdp = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        if have_sn:
-            results["snsynth MST (i.i.d.)"] = _mean(
-                [run_snsynth(real, test_set, target, positive) for _ in range(anchor_reps)])
         print(f"{'method':<22}{'fit s':>9}{'sample s':>10}{'TVD2 mean':>11}{'TVD2 max':>10}"
               f"{'TSTR AUC':>10}{'peak MB':>9}")
-        for name, r in results.items():
+        for name, r in results[label].items():
             print(f"{name:<22}{r['fit']:>9.2f}{r['sample']:>10.2f}{r['tvd']:>11.4f}"
-                  f"{r['tvd_max']:>10.4f}{r['auc']:>10.3f}{r['peak_mb']:>9.1f}")
-        print(f"process peak RSS after the bayesdp runs: {rss_bayesdp:.0f} MB")
+                  f"{r['tvd_max']:>10.4f}{r['auc']:>10.3f}{r.get('peak_mb', float('nan')):>9.1f}")
         if have_sn:
-            a, b = results["snsynth MST (i.i.d.)"], results["bayesdp mst"]
+            a, b = results[label]["snsynth MST (i.i.d.)"], results[label]["bayesdp mst"]
             speed = (a["fit"] + a["sample"]) / (b["fit"] + b["sample"])
             print(f"ratio snsynth/bayesdp: fit+sample time {speed:.1f}x, TVD2 "
                   f"{a['tvd'] / b['tvd']:.2f} (>1 means bayesdp is closer to the data)")
