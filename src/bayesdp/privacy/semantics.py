@@ -201,10 +201,15 @@ def _explain_pure(g: Guarantee) -> str:
         )
     return (
         f"Whatever an adversary knew beforehand, what they conclude about any one {g.unit} is "
-        f"nearly what they would conclude had that {g.unit}'s data been replaced: the two "
+        f"nearly what they would conclude had that {g.unit}'s data been {_absent(g)}: the two "
         f"beliefs differ by at most e^ε − 1 = {bar:.3g} in statistical distance "
         "(Kasiviswanathan & Smith, Thm 2.2)."
     )
+
+
+def _absent(g: Guarantee) -> str:
+    """KS's default record ⊥: removal under add/remove neighbours, a replacement otherwise."""
+    return "left out" if g.relation == "add_remove" else "replaced by a default"
 
 
 def _explain_delta(g: Guarantee, n: int | None) -> str:
@@ -233,7 +238,8 @@ def _explain_delta(g: Guarantee, n: int | None) -> str:
     return (
         f"For n={n}, δ={d:.3g} is below (1 − e^−ε)²/n = {thr:.3g} (the rule δ ≪ ε²/n), so "
         f"whatever an adversary knew beforehand, with probability at least 1 − {sp.delta:.3g} "
-        f"their beliefs about any one {unit} with and without that {unit}'s data differ by at "
+        f"their beliefs about any one {unit} with that {unit}'s data used or {_absent(g)} "
+        "differ by at "
         f"most {sp.epsilon:.3g} in statistical distance (Kasiviswanathan & Smith, Thm 2.4)"
         + verdict
     )
