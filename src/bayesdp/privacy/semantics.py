@@ -77,7 +77,11 @@ def precondition_threshold(epsilon: float, n: int) -> float:
 
 
 def semantic(g: Guarantee, n: int) -> SemanticPrivacy:
-    """Semantic privacy of `g` on databases of n rows (Kasiviswanathan & Smith, Thms 2.2, 2.4)."""
+    """Semantic privacy of `g` on databases of n rows (Kasiviswanathan & Smith, Thms 2.2, 2.4).
+
+    KS's default record ⊥ is a removal under add/remove neighbours and a replacement under
+    replace-one: either way the real and the ⊥ database are neighbours, so g's own ε, δ apply.
+    """
     n = check_positive_int("n", n)
     e, d = g.epsilon, g.delta
     eps, dlt, ok = ks_formula(e, d, n)
