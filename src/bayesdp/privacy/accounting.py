@@ -275,23 +275,24 @@ def _pld_epsilon(pairs: Sequence[tuple[Guarantee, Noise | None]], delta: float) 
     return eps
 
 
-_PldKey = tuple[str, float, float, float]
+_PldKey = tuple[str, float, float]
 
 
 def _pld_key(g: Guarantee, noise: Noise | None) -> _PldKey:
     """A hashable description of one item's privacy-loss distribution."""
     if noise is None:
-        return ("dp", g.epsilon, g.delta, 0.0)
+        return ("dp", g.epsilon, g.delta)
     if noise.kind == "randomized_response":
-        return ("rr", _rr_noise_parameter(noise), float(noise.categories), 0.0)
+        return ("rr", _rr_noise_parameter(noise), float(noise.categories))
     scale, sens = noise.steps
     base = noise.kind.removeprefix("discrete_")
     # Adjacent privacy-loss values on the lattice are 2/b (Laplace) or Δ/σ² (Gaussian) apart;
     # when that is finer than the PLD's own discretization the continuous law in grid units
-    # gives the same PLD, and costs O(1/interval) instead of O(lattice size).
+    # gives the same ε up to that rounding (tested against dp-accounting's discrete PLD), and
+    # costs O(1/interval) instead of O(lattice size).
     spacing = 2 / scale if base == "laplace" else sens / (scale * scale)
     lattice = (noise.grid is not None or noise.kind != base) and spacing >= PLD_INTERVAL
-    return (("discrete_" if lattice else "") + base, scale, sens, 0.0)
+    return (("discrete_" if lattice else "") + base, scale, sens)
 
 
 @lru_cache(maxsize=256)
@@ -300,7 +301,7 @@ def _pld_of(key: _PldKey) -> Any:
     from dp_accounting.pld import common as pld_common
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-    kind, a, b, _ = key
+    kind, a, b = key
     step = PLD_INTERVAL
     if kind == "dp":
         params = pld_common.DifferentialPrivacyParameters(a, b)
