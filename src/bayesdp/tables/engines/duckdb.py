@@ -1,14 +1,11 @@
 """The DuckDB engine: contribution bounding and exact aggregates inside DuckDB.
 
-Bounding is two sort-based windows (DuckDB's windows beat a hash aggregate with one entry per
-(unit, group) pair), never a row-order choice:
-
-1. rows are ranked within each (unit, group) pair by the keyed hash `hash(hash(row) xor seed_r)`
-   and the first `max_rows` kept: a uniformly random subset, since the secret 64-bit seed makes
-   the hash order a random permutation; this also cuts the rows the second window sorts;
-2. the remaining rows are ranked within each unit by `hash(hash(unit, key) xor seed_g)` with
-   `dense_rank`, and the rows of the first `max_groups` groups kept: a uniform random subset
-   of the unit's groups.
+Bounding is one sort per unit (DuckDB's windows beat a hash aggregate with one entry per
+(unit, group) pair), never a row-order choice. Each unit's rows are ordered by the keyed group
+hash `hash(hash(unit, key) xor seed_g)`, then by the keyed row hash `hash(hash(row) xor seed_r)`;
+the secret 64-bit seeds make both orders uniformly random permutations. A row is kept when
+its group is among the unit's first `max_groups` (dense_rank) and its position inside the group
+is below `max_rows` (row_number - rank). The three window functions share the one sort.
 
 The kept rows (at most units x max_groups x max_rows) are materialized once in a temporary
 table, dropped afterwards, so quantile grids and histograms cost no second pass over the data.
@@ -226,36 +223,25 @@ def _kept_sql(source: str, req: BoundingRequest, values: list[str]) -> str:
     seed_r, seed_g = req.seed & _MASK64, (req.seed >> 64) & _MASK64
     unit, keys = ident(req.unit), [ident(k) for k in req.keys]
     key_sel = "".join(f", {k}" for k in keys)
-    row_hash = f"hash(xor(hash({', '.join([unit, *keys, *(ident(c) for c in values)])}), {seed_r}::UBIGINT))"
+    content = ", ".join([unit, *keys, *(ident(c) for c in values)])
+    row_hash = f"hash(xor(hash({content}), {seed_r}::UBIGINT))"
+    fields = "".join(f", nullif(CAST({ident(c)} AS DOUBLE), 'NaN'::DOUBLE) AS __v{j}"
+                     for j, c in enumerate(values))
     if keys:
-        window = f"PARTITION BY {unit} ORDER BY hash(xor(hash({unit}{key_sel}), {seed_g}::UBIGINT))"
-        peers = f"({window} RANGE BETWEEN CURRENT ROW AND CURRENT ROW)"
+        by_group = f"PARTITION BY {unit} ORDER BY hash(xor(hash({unit}{key_sel}), {seed_g}::UBIGINT))"
+        # The three windows share one sort (the second order extends the first): dense_rank
+        # numbers the unit's groups in random order, row_number - rank is the row's position
+        # inside its group in random order.
+        ranks = (f", dense_rank() OVER ({by_group}) AS __g, row_number() OVER ({by_group},"
+                 f" {row_hash}) - rank() OVER ({by_group}) AS __i")
+        keep = f"__g <= {req.max_groups} AND __i < {req.max_rows}"
     else:
-        window = f"PARTITION BY {unit} ORDER BY 1"
-        peers = f"(PARTITION BY {unit})"
-    struct = "{" + ", ".join(f"'__v{j}': nullif(CAST({ident(c)} AS DOUBLE), 'NaN'::DOUBLE)"
-                             for j, c in enumerate(values)) + "}"
-    m = req.max_rows
-    if not values:
-        chosen = f"count(*) OVER {peers} AS __n"
-    elif m == 1:
-        chosen = f"arg_min({struct}, {row_hash}) OVER {peers} AS __k"
-    else:
-        chosen = f"min_by({struct}, {row_hash}, {m}) OVER {peers} AS __k"
-    # One sort per unit: dense_rank numbers the unit's groups in random order; the first row of
-    # each group (row_number = rank) represents it and carries the rows chosen by hash.
-    pairs = (f"SELECT {unit} AS __u{key_sel}, {chosen}, dense_rank() OVER w AS __g,"
-             f" rank() OVER w AS __a, row_number() OVER w AS __b FROM ({source})"
-             f" WHERE {unit} IS NOT NULL AND {_in_list(req)} WINDOW w AS ({window})")
-    kept = f"SELECT * FROM ({pairs}) WHERE __g <= {req.max_groups} AND __a = __b"
-    key_out = "".join(f"{k}, " for k in keys)
-    fields = ", ".join(f"__s.__v{j} AS __v{j}" for j in range(len(values)))
-    if not values:
-        return f"SELECT {key_out}unnest(range(least(__n, {m}))) = 0 AS __first FROM ({kept})"
-    if m == 1:
-        return f"SELECT {key_out}TRUE AS __first, {fields.replace('__s.', '__k.')} FROM ({kept})"
-    rows = f"SELECT {key_out}unnest(__k) AS __s, unnest(range(len(__k))) AS __i FROM ({kept})"
-    return f"SELECT {key_out}__i = 0 AS __first, {fields} FROM ({rows})"
+        ranks = f", row_number() OVER (PARTITION BY {unit} ORDER BY {row_hash}) - 1 AS __i"
+        keep = f"__i < {req.max_rows}"
+    out = "".join(f"{k}, " for k in keys) + "__i = 0 AS __first" + \
+        "".join(f", __v{j}" for j in range(len(values)))
+    return (f"SELECT {out} FROM (SELECT {unit} AS __u{key_sel}{fields}{ranks} FROM ({source})"
+            f" WHERE {unit} IS NOT NULL AND {_in_list(req)} QUALIFY {keep})")
 
 
 def _group_index(df: pd.DataFrame, groups: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
