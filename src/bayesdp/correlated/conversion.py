@@ -11,7 +11,7 @@ from typing import Any
 from bayesdp.correlated.calibration import chain_search, forward_objective, quilt_calibration
 from bayesdp.correlated.influence import check_notion
 from bayesdp.correlated.network import BayesianNetwork
-from bayesdp.errors import check_positive
+from bayesdp.errors import check_positive, invalid
 
 
 def dp_to_bdp(epsilon_dp: float, model: Any, length: int | None, *, method: str = "exact",
@@ -25,7 +25,7 @@ def dp_to_bdp(epsilon_dp: float, model: Any, length: int | None, *, method: str 
         model._check_call(length, method)
         return model.search(obj, notion)[0]
     if length is None:
-        length = 0  # rejected with the standard message by chain_search
+        raise invalid("length", length, "a positive integer (the number of records in a chain)")
     return chain_search(model, length, obj, method, notion).score
 
 

@@ -90,10 +90,10 @@ class ChainTerms:
             self.left_core = self.B[1 : window + 1] + self.M_const
         else:
             self.left_core = None
-        # How σ_i behaves on interior nodes (both quilt sides inside the window):
-        # identical; non-increasing in i (worst start: B_{i-1} decreases); or varying.
         # homogeneous: every node's terms are the core rows (no node-dependent start, no BDP edge)
         self.homogeneous = not bdp and self.kind == "stationary"
+        # How σ_i behaves on interior nodes (both quilt sides inside the window):
+        # identical; non-increasing in i (worst start: B_{i-1} decreases); or varying.
         if bdp or self.kind == "stationary":
             self.interior = "constant"
         else:
