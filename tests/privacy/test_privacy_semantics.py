@@ -144,9 +144,11 @@ def test_tradeoff_rejects_alpha_outside_unit_interval():
 def test_explain_states_the_delta_rule_and_composition():
     pure = Guarantee(0.5).explain()
     assert "0.649" in pure and "Thm 2.2" in pure and "adds up" in pure
+    assert "ten releases like this one: ε=5;" in pure
     assert "50%" in pure and "62.2%" in pure
     ok = Guarantee(0.1, 1e-6).explain(n=1000, prior=0.2)
     assert "δ ≪ ε²/n" in ok and "0.413" in ok and "0.216" in ok
+    assert "ε=1, δ=1e-05;" in ok
     bad = Guarantee(0.1, 1e-6).explain(n=10**6)
     assert "no semantic guarantee follows" in bad and "δ ≪ ε²/n" in bad
     unknown = Guarantee(0.1, 1e-6, unit="patient").explain()

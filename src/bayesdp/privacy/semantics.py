@@ -189,9 +189,10 @@ def explain(g: Guarantee, n: int | None = None, prior: float | None = None) -> s
     )
     out.append(
         "Privacy loss adds up: this release together with earlier ones about the same people "
-        "costs the sum of their ε and δ under basic composition (tighter accountants exist, "
-        "and a Ledger keeps the total). Anything computed from the released numbers alone "
-        f"costs nothing more (ε={e:.3g} is this release's share)."
+        "costs the sum of their ε and δ under basic composition (ten releases like this one: "
+        f"ε={10 * e:.3g}{f', δ={10 * d:.3g}' if d else ''}; tighter accountants exist, and a "
+        "Ledger keeps the total). Anything computed from the released numbers alone costs "
+        "nothing more."
     )
     return " ".join(out)
 
