@@ -1,0 +1,201 @@
+"""Private grouped release on DuckDB vs the plain GROUP BY, PipelineDP, and the accuracy anchors.
+
+Run with the anchor environment:  .venv-bench/bin/python bench/tables.py [--rows 10000000]
+
+1. Speed: a generated events table (default 10M rows, 1M users with skewed activity, 1,000
+   campaigns; written to a temporary Parquet file, never committed). bayesdp releases count,
+   sum, mean and median of revenue per campaign with private partition selection (ε=1,
+   δ=1e-6, ≤5 campaigns and 1 row per campaign per user); baselines measured in the same
+   process: the same non-private GROUP BY in DuckDB, and PipelineDP's LocalBackend
+   (COUNT/SUM/MEAN/PERCENTILE(50), same bounds) on a prefix of the rows, scaled linearly.
+2. Accuracy, no grouping: the mean of 1M Beta(2,5) values in [0,1] at ε = 0.1 and 1 (MAE over
+   seeds vs the textbook 1/(nε)), and the median of 1M values in [0,100] at ε=1 (vs
+   diffprivlib's tools.quantile and PyDP's Median, time vs np.median).
+Prints ratios measured in one run; the machine may be shared, so read ratios, not seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+import bayesdp as bdp
+
+
+def timed(f: Callable[[], Any], runs: int) -> tuple[float, Any]:
+    times, out = [], None
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        out = f()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
+def events(path: Path, rows: int) -> None:
+    users = max(rows // 10, 1)
+    duckdb.sql(f"""COPY (SELECT user_id,
+        ((user_id * 7919 + floor(pow(random(), 3) * 20)::BIGINT) % 1000) AS campaign,
+        round(least(exp(random() * 2.5 + random() * 2.5) - 1, 1000), 2) AS revenue
+        FROM (SELECT floor({users} * pow(random(), 2))::BIGINT AS user_id FROM range({rows})))
+        TO '{path}' (FORMAT parquet)""")
+
+
+def speed(rows: int, runs: int, pdp_rows: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "events.parquet"
+        events(path, rows)
+        plain_sql = (f"SELECT campaign, count(*), sum(revenue), avg(revenue), median(revenue) "
+                     f"FROM '{path}' GROUP BY campaign")
+        con = duckdb.connect()
+        t_plain, _ = timed(lambda: con.sql(plain_sql).fetchall(), runs)
+        q = bdp.table(path, "user_id").group_by("campaign").agg(
+            rows=bdp.count(), revenue=bdp.sum("revenue", bounds=(0, 100)),
+            avg=bdp.mean("revenue", bounds=(0, 100)),
+            median=bdp.quantile("revenue", 0.5, bounds=(0, 100)))
+        t_bdp, rel = timed(lambda: q.release(1.0, 1e-6, max_groups_per_unit=5,
+                                             max_rows_per_group=1), runs)
+        peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+        print(f"events: {rows:,} rows; plain DuckDB GROUP BY {t_plain:.3f} s; bayesdp release "
+              f"{t_bdp:.3f} s = {t_bdp / t_plain:.2f}x plain; {len(rel)} campaigns released; "
+              f"kept {rel.diagnostics.kept_rows:,} rows; peak RSS {peak_gb:.2f} GB")
+        t_pdp = pipeline_dp_time(path, pdp_rows)
+        if t_pdp is not None:
+            per_row = t_pdp / pdp_rows
+            print(f"PipelineDP LocalBackend: {t_pdp:.2f} s on the first {pdp_rows:,} rows "
+                  f"({pdp_rows / t_pdp:,.0f} rows/s), extrapolated {per_row * rows:.1f} s for "
+                  f"{rows:,}: bayesdp is {per_row * rows / t_bdp:.0f}x faster")
+
+
+def pipeline_dp_time(path: Path, n: int) -> float | None:
+    try:
+        import pipeline_dp
+    except ImportError as exc:
+        print(f"PipelineDP not importable ({exc}); skipped")
+        return None
+    df = duckdb.sql(f"SELECT * FROM '{path}' LIMIT {n}").df()
+    data = list(df.itertuples(index=False))
+    acc = pipeline_dp.NaiveBudgetAccountant(total_epsilon=1.0, total_delta=1e-6)
+    engine = pipeline_dp.DPEngine(acc, pipeline_dp.LocalBackend())
+    m = pipeline_dp.Metrics
+    params = pipeline_dp.AggregateParams(
+        metrics=[m.COUNT, m.SUM, m.MEAN, m.PERCENTILE(50)], noise_kind=pipeline_dp.NoiseKind.LAPLACE,
+        max_partitions_contributed=5, max_contributions_per_partition=1, min_value=0, max_value=100)
+    ext = pipeline_dp.DataExtractors(privacy_id_extractor=lambda r: r.user_id,
+                                     partition_extractor=lambda r: r.campaign,
+                                     value_extractor=lambda r: r.revenue)
+    t0 = time.perf_counter()
+    res = engine.aggregate(data, params, ext)
+    acc.compute_budgets()
+    out = list(res)
+    took = time.perf_counter() - t0
+    print(f"PipelineDP released {len(out)} campaigns")
+    return took
+
+
+def mean_accuracy(seeds: int) -> None:
+    n = 1_000_000
+    x = np.random.default_rng(0).beta(2, 5, size=n)
+    truth = x.mean()
+    df = pd.DataFrame({"id": np.arange(n), "x": x})
+    q = bdp.table(df, "id").agg(m=bdp.mean("x", bounds=(0, 1)))
+    t_np, _ = timed(x.mean, 5)
+    for eps in (0.1, 1.0):
+        ideal = 1 / (n * eps)
+        errs, times = [], []
+        for s in range(seeds):
+            t0 = time.perf_counter()
+            v = q.release(eps, rng=bdp.rng_for_tests(s)).to_pandas().loc[0, "m"]
+            times.append(time.perf_counter() - t0)
+            errs.append(abs(v - truth))
+        line = (f"mean eps={eps}: bayesdp MAE {np.mean(errs):.3g} = {np.mean(errs) / ideal:.2f}x "
+                f"1/(n eps), {statistics.median(times) / t_np:.0f}x np.mean")
+        for name, f in anchors_mean(x, eps).items():
+            e, t = [], []
+            for s in range(seeds):
+                t0 = time.perf_counter()
+                e.append(abs(f(s) - truth))
+                t.append(time.perf_counter() - t0)
+            line += f"; {name} {np.mean(e) / ideal:.2f}x ideal, {statistics.median(t) / t_np:.0f}x np.mean"
+        print(line)
+
+
+def anchors_mean(x: np.ndarray, eps: float) -> dict[str, Callable[[int], float]]:
+    out: dict[str, Callable[[int], float]] = {}
+    try:
+        from diffprivlib import tools
+
+        out["diffprivlib"] = lambda s: float(tools.mean(x, epsilon=eps, bounds=(0, 1), random_state=s))
+    except ImportError as exc:
+        print(f"diffprivlib not importable: {str(exc)[:80]}")
+    try:
+        from pydp.algorithms.laplacian import BoundedMean
+
+        out["pydp"] = lambda s: float(BoundedMean(epsilon=eps, lower_bound=0, upper_bound=1,
+                                                  dtype="float").quick_result(x.tolist()))
+    except ImportError as exc:
+        print(f"PyDP not importable: {exc}")
+    return out
+
+
+def median_accuracy(seeds: int) -> None:
+    n = 1_000_000
+    x = np.minimum(np.random.default_rng(1).lognormal(3.0, 1.0, size=n), 100.0)
+    truth = float(np.median(x))
+    df = pd.DataFrame({"id": np.arange(n), "x": x})
+    q = bdp.table(df, "id").agg(p=bdp.quantile("x", 0.5, bounds=(0, 100)))
+    t_np, _ = timed(lambda: np.median(x), 5)
+    errs, times = [], []
+    for s in range(seeds):
+        t0 = time.perf_counter()
+        r = q.release(1.0, rng=bdp.rng_for_tests(s)).to_pandas().iloc[0]
+        times.append(time.perf_counter() - t0)
+        errs.append(abs(r["p"] - truth))
+    line = (f"median eps=1 (true {truth:.3f}): bayesdp median abs error {np.median(errs):.2g}, "
+            f"{statistics.median(times) / t_np:.0f}x np.median")
+    try:
+        from diffprivlib import tools
+
+        e = [abs(tools.quantile(x, 0.5, epsilon=1, bounds=(0, 100), random_state=s) - truth)
+             for s in range(seeds)]
+        line += f"; diffprivlib {np.median(e):.2g}"
+    except ImportError as exc:
+        line += f"; diffprivlib not importable ({str(exc)[:60]})"
+    try:
+        from pydp.algorithms.laplacian import Median
+
+        t0 = time.perf_counter()
+        e = [abs(Median(epsilon=1, lower_bound=0, upper_bound=100, dtype="float")
+                 .quick_result(x.tolist()) - truth) for _ in range(seeds)]
+        t = (time.perf_counter() - t0) / seeds
+        line += f"; PyDP Median {np.median(e):.2g} in {t / t_np:.0f}x np.median"
+    except ImportError as exc:
+        line += f"; PyDP not importable ({exc})"
+    print(line)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rows", type=int, default=10_000_000)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--pipeline-dp-rows", type=int, default=200_000)
+    p.add_argument("--seeds", type=int, default=50)
+    p.add_argument("--skip-speed", action="store_true")
+    args = p.parse_args()
+    if not args.skip_speed:
+        speed(args.rows, args.runs, args.pipeline_dp_rows)
+    mean_accuracy(args.seeds)
+    median_accuracy(min(args.seeds, 20))
+
+
+if __name__ == "__main__":
+    main()
