@@ -100,3 +100,25 @@ def test_bad_quilts_are_refused() -> None:
         max_influence(chain, 1, [2])
     with pytest.raises(InvalidParameter, match="notion"):
         max_influence(chain, 1, [2], "dp", length=8)
+
+
+def test_sparse_chain_with_impossible_transitions() -> None:
+    # a 3-cycle with self-loops: P^t has zeros for t < 2, so some influences are infinite
+    p = np.array([[0.5, 0.5, 0.0], [0.0, 0.6, 0.4], [0.3, 0.0, 0.7]])
+    for initial in ("stationary", "given"):
+        q = rng_for_tests(12).dirichlet(np.ones(3))
+        chain = MarkovChain(p, q if initial == "given" else "stationary")
+        length = 5
+        seqs = sequences(3, length)
+        prob = chain_probabilities(p, start(chain), seqs)
+        for node in range(length):
+            for quilt, _ in chain_quilts(node, length):
+                want = conditional_influence(seqs, prob, 3, node, quilt, [])
+                got = max_influence(chain, node, quilt, length=length)
+                assert got == pytest.approx(want, abs=1e-12, rel=1e-10)
+                if initial == "stationary":
+                    # with zero transitions the separable BDP form is an upper bound: the
+                    # quilt node and the known node next to it cannot take every pair of values
+                    want = bdp_influence(seqs, prob, 3, node, quilt)
+                    got = max_influence(chain, node, quilt, "bdp", length=length)
+                    assert got >= want - 1e-12

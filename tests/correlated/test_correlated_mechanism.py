@@ -144,3 +144,13 @@ def test_network_histogram_stays_within_e_eps(notion: str) -> None:
         mech = MarkovQuiltMechanism(net, None, eps, notion=notion)
         assert leakage(rows, prob, 2, scale_in_counts(mech), notion) <= eps * (1 + 1e-12)
     assert not mech.calibration.trivial  # at ε = 2 a quilt beats group privacy
+
+
+@pytest.mark.parametrize("notion", ["pufferfish", "bdp"])
+def test_sparse_chain_histogram_stays_within_e_eps(notion: str) -> None:
+    chain = MarkovChain([[0.5, 0.5, 0.0], [0.0, 0.6, 0.4], [0.3, 0.0, 0.7]])
+    seqs = sequences(3, 5)
+    prob = chain_probabilities(chain.transition, chain.stationary, seqs)
+    mech = MarkovQuiltMechanism(chain, 5, 8.0, notion=notion)
+    assert not mech.calibration.trivial
+    assert leakage(seqs, prob, 3, scale_in_counts(mech), notion) <= 8.0 * (1 + 1e-12)

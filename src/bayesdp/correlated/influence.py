@@ -228,7 +228,10 @@ def chain_influence(chain: MarkovChain, length: int, i: int, a: int | None, b: i
 
     Pufferfish: max_{x≠x'} [F_b + B_a + log μ_i(x')/μ_i(x)] (Song, Wang & Chaudhuri 2017, MQMExact);
     BDP adds F_{b+1}(x', x) if i+b < T and replaces the μ term by B_{a+1}(x', x) if i−a ≥ 2
-    (reference note §2, the adversary also knows X_{i+b+1} and X_{i−a−1}).
+    (reference note §2, the adversary also knows X_{i+b+1} and X_{i−a−1}). The BDP form equals
+    the sup over known sets when P has no zero entry and bounds it from above otherwise (F_t and
+    B_t do not increase with t, and the separate maxima ignore which (X_{i+b}, X_{i+b+1}) pairs
+    can occur).
     """
     if a is None and b is None:
         return 0.0
