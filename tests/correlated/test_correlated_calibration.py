@@ -82,6 +82,9 @@ def test_worked_example() -> None:
     assert cal.influence == pytest.approx(2 * math.log((1 + 2 * lam) / (1 - lam)), rel=1e-12)
     for length in (40, 60, 200, 1000):
         assert quilt_calibration(chain, length, 1.0).sigma == pytest.approx(cal.sigma, rel=1e-12)
+    ends = [round(quilt_calibration(chain, 100, 1.0, node=i).sigma, 2) for i in (0, 1, 4)]
+    assert ends == [9.04, 10.50, 14.43]  # σ_1, σ_2, σ_5: the end nodes need less noise
+    assert quilt_calibration(chain, 100, 1.0, node=50).sigma == pytest.approx(cal.sigma)
     short = quilt_calibration(chain, 20, 1.0)
     assert short.sigma == 20 and short.trivial
     worst = MarkovChain(EXAMPLE, "worst")
@@ -136,6 +139,9 @@ def check_search(cases: list[tuple[int, int, float]], notion: str, initial: str)
         want = brute_sigma(chain, length, eps, notion)
         cal = quilt_calibration(chain, length, eps, notion=notion)
         assert cal.sigma == pytest.approx(want, rel=1e-12)
+        assert quilt_calibration(chain, length, eps, notion=notion, node=0).sigma == pytest.approx(
+            min(card / (eps - e) for q, card in chain_quilts(0, length)
+                if (e := max_influence(chain, 0, q, notion, length=length)) < eps), rel=1e-12)
         e = max_influence(chain, cal.node, cal.quilt, notion, length=length)
         assert cal.influence == pytest.approx(e, rel=1e-12, abs=1e-15)
         assert cal.sigma == pytest.approx(cal.nearby / (eps - cal.influence), rel=1e-12)
@@ -193,6 +199,10 @@ def test_bad_input() -> None:
         quilt_calibration(ChainClass.bounds(0.2, 0.1), 10, 1.0)
     with pytest.raises(InvalidParameter, match="model"):
         quilt_calibration("chain", 10, 1.0)
+    with pytest.raises(InvalidParameter, match="node"):
+        quilt_calibration(chain, 10, 1.0, node=10)
+    with pytest.raises(InvalidParameter, match="node"):
+        quilt_calibration(chain, 10, 1.0, node="x")
 
 
 @pytest.mark.parametrize("notion", ["pufferfish", "bdp"])

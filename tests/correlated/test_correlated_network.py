@@ -126,6 +126,8 @@ def test_chain_shaped_network_agrees_with_the_closed_form() -> None:
             a = quilt_calibration(chain, length, eps, notion=notion)
             b = quilt_calibration(net, None, eps, notion=notion)
             assert b.sigma == pytest.approx(a.sigma, rel=1e-12)
+            assert quilt_calibration(net, None, eps, notion=notion, node="x1").sigma == \
+                pytest.approx(quilt_calibration(chain, length, eps, notion=notion, node=1).sigma)
     assert dp_to_bdp(0.1, net, None) == pytest.approx(dp_to_bdp(0.1, chain, length), rel=1e-12)
 
 

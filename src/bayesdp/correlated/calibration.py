@@ -105,6 +105,18 @@ class _Search:
             s = obj.score((idx[:, None] + idx[None, :] - 1).astype(np.float64), core)
             self.prefix = np.minimum.accumulate(np.minimum.accumulate(s, axis=0), axis=1)
 
+    def value(self, i: int) -> float:
+        """min over windowed quilts of node i (1-based)."""
+        v = self.node(i)
+        assert isinstance(v, float)
+        return v
+
+    def best(self, i: int) -> _Best:
+        """The windowed quilt of node i (1-based) with the smallest score."""
+        b = self.node(i, full=True)
+        assert isinstance(b, _Best)
+        return b
+
     def node(self, i: int, full: bool = False) -> _Best | float:
         """min over windowed quilts of node i (1-based); with full=True also the argmin."""
         T, D, obj = self.T, self.D, self.obj
@@ -189,8 +201,7 @@ class _Search:
         return self.worst, self.arg
 
     def _visit(self, i: int) -> None:
-        best = self.node(i, full=True)
-        assert isinstance(best, _Best)
+        best = self.best(i)
         if best.score > self.worst:
             self.worst, self.arg = best.score, i
         if (best.a, best.b) not in self.quilts:
@@ -277,10 +288,14 @@ def chain_models(model: Any, method: str) -> tuple[list[MarkovChain], tuple[floa
     return chains, None
 
 
-def chain_search(model: Any, length: int, obj: Objective, method: str, notion: str) -> _Best:
-    """Exact max_i min_Q score over every node and quilt of chains of length T (windowed search)."""
+def chain_search(model: Any, length: int, obj: Objective, method: str, notion: str,
+                 only: int | None = None) -> _Best:
+    """Exact max_i min_Q score over every node and quilt of chains of length T (windowed search);
+    with `only` (1-based), min_Q for that node alone."""
     T = check_positive_int("length", length)
     check_notion(notion)
+    if only is not None and not 1 <= only <= T:
+        raise invalid("node", only - 1, f"an integer in 0..{T - 1}")
     chains, bounds = chain_models(model, method)
     for c in chains:
         c.require_irreducible("the exact max-influence")
@@ -288,7 +303,7 @@ def chain_search(model: Any, length: int, obj: Objective, method: str, notion: s
         # A periodic chain keeps some P^t entry at 0 between two states for every
         # t, so every non-trivial quilt has infinite influence: only the trivial quilt applies.
         trivial = float(obj.score(np.array([float(T)]), np.zeros(1))[0])
-        return _Best(trivial, 1, None, None, 0.0, T)
+        return _Best(trivial, only or 1, None, None, 0.0, T)
     window = min(T, 16)
     while True:
         if bounds is None:
@@ -296,11 +311,9 @@ def chain_search(model: Any, length: int, obj: Objective, method: str, notion: s
         else:
             terms = [ApproxTerms(bounds[0], bounds[1], notion, window)]
         search = _Search(terms, T, window, obj)
-        value, node = search.run()
+        value, node = search.run() if only is None else (search.value(only), only)
         if window >= T - 1 or value <= obj.floor(window + 1):
-            result = search.node(node, full=True)
-            assert isinstance(result, _Best)
-            return result
+            return search.best(node)
         # value > floor(D+1); a window of ceil(value/floor(1)) is then enough (value only drops
         # as the window grows), but grow at most geometrically: value may fall a lot.
         grown = 2 * window
@@ -323,22 +336,28 @@ def _to_calibration(best: _Best, sigma: float) -> QuiltCalibration:
 
 
 def quilt_calibration(model: Any, length: int | None, epsilon: float, method: str = "exact",
-                      notion: str = "pufferfish") -> QuiltCalibration:
+                      notion: str = "pufferfish", *, node: Any = None) -> QuiltCalibration:
     """σ_max = max_i min_Q card(X_N)/(ε − e(X_Q|X_i)) over every node (MQM, Song et al. 2017, Alg. 2).
 
     `model` is a MarkovChain, a ChainClass or a BayesianNetwork (length None or its node count).
     method="exact" uses the closed-form max-influence (MQMExact), "approx" the eigengap bound
     2δ_a + δ_b, or 2δ_a + 2δ_b for notion="bdp" (MQMApprox). The trivial quilt caps σ at T/ε.
+    With `node` (0-based for a chain, a name for a network), σ_i of that record alone.
     """
     eps = check_positive("epsilon", epsilon)
     check_notion(notion)
     from bayesdp.correlated.network import BayesianNetwork
 
     if isinstance(model, BayesianNetwork):
-        return model.calibration(eps, length=length, method=method, notion=notion)
+        return model.calibration(eps, length=length, method=method, notion=notion, node=node)
     if length is None:
         raise invalid("length", length, "a positive integer (the number of records in a chain)")
-    best = chain_search(model, length, sigma_objective(eps), method, notion)
+    only = None
+    if node is not None:
+        if isinstance(node, bool) or not isinstance(node, int | np.integer):
+            raise invalid("node", node, "an integer record position (0-based)")
+        only = int(node) + 1
+    best = chain_search(model, length, sigma_objective(eps), method, notion, only)
     return _to_calibration(best, best.score)
 
 

@@ -212,10 +212,11 @@ class BayesianNetwork:
             for known in itertools.combinations(others, r)
         )
 
-    def search(self, obj: Objective, notion: str) -> tuple[float, str, Quilt, float]:
-        """max over nodes of min over quilts of obj.score(card(X_N), e(X_Q|X_i))."""
+    def search(self, obj: Objective, notion: str,
+               nodes: Sequence[str] | None = None) -> tuple[float, str, Quilt, float]:
+        """max over nodes (all, or `nodes`) of min over quilts of obj.score(card(X_N), e(X_Q|X_i))."""
         worst: tuple[float, str, Quilt, float] | None = None
-        for v in self.nodes:
+        for v in self.nodes if nodes is None else nodes:
             qs = self.quilts(v)
             infl = np.array([self.max_influence(v, q.nodes, notion) for q in qs])
             scores = obj.score(np.array([float(len(q.nearby)) for q in qs]), infl)
@@ -226,10 +227,12 @@ class BayesianNetwork:
         return worst
 
     def calibration(self, epsilon: float, *, length: int | None = None, method: str = "exact",
-                    notion: str = "pufferfish") -> QuiltCalibration:
-        """σ_max = max_i min_Q card(X_N)/(ε − e(X_Q|X_i)) over every node and minimal quilt (MQM)."""
+                    notion: str = "pufferfish", node: str | None = None) -> QuiltCalibration:
+        """σ_max = max_i min_Q card(X_N)/(ε − e(X_Q|X_i)) over every node and minimal quilt (MQM);
+        with `node`, σ_i of that node alone."""
         self._check_call(length, method)
-        score, v, q, infl = self.search(sigma_objective(epsilon), check_notion(notion))
+        only = None if node is None else [self.nodes[self.index(node)]]
+        score, v, q, infl = self.search(sigma_objective(epsilon), check_notion(notion), only)
         return QuiltCalibration(score, v, q.nodes, infl if q.nodes else 0.0, len(q.nearby))
 
     def _check_call(self, length: int | None, method: str) -> None:
