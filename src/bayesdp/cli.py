@@ -13,7 +13,9 @@ from rich.markup import escape
 from bayesdp.errors import BayesdpError
 
 # Sub-command modules under bayesdp.commands, each exposing register(subparsers).
-COMMANDS: tuple[str, ...] = ("audit", "synth", "holdout", "release", "explain", "ledger")
+COMMANDS: tuple[str, ...] = (
+    "audit", "synth", "holdout", "release", "explain", "ledger", "correlated",
+)
 
 err = Console(stderr=True)
 
