@@ -213,3 +213,22 @@ def test_sigma_does_not_decrease_with_length(notion: str) -> None:
         chain = MarkovChain(rng.dirichlet(np.ones(3) * 2, size=3), initial)
         sigmas = [quilt_calibration(chain, n, 1.0, notion=notion).sigma for n in range(1, 40, 3)]
         assert np.all(np.diff(sigmas) >= -1e-12 * np.array(sigmas[:-1]))
+
+
+@pytest.mark.parametrize("notion", ["pufferfish", "bdp"])
+def test_eigengap_bound_dominates_the_exact_influence(notion: str) -> None:
+    from bayesdp.correlated.influence import approx_delta
+
+    rng = rng_for_tests(25)
+    for k in (2, 3, 4):
+        chain = MarkovChain(rng.dirichlet(np.ones(k) * 2, size=k), "worst")
+        pi_min, gap = chain.pi_min, chain.eigengap  # general gap when not reversible
+        length = 40
+        for a, b in [(2, 3), (5, 5), (8, 4), (12, 12)]:
+            node = 20
+            d = approx_delta(np.array([a, b]), pi_min, gap)
+            bound = 2 * d[0] + (2 if notion == "bdp" else 1) * d[1]
+            assert max_influence(chain, node, [node - a, node + b], notion, length=length) \
+                <= bound + 1e-12
+        assert quilt_calibration(chain, length, 2.0, method="approx", notion=notion).sigma >= \
+            quilt_calibration(chain, length, 2.0, notion=notion).sigma * (1 - 1e-12)
