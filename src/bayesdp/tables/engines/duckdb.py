@@ -155,15 +155,15 @@ class DuckDBEngine:
         width = (spec.hi - spec.lo) / spec.cells
         cell = f"CAST(round(({_clip(v, spec.lo, spec.hi)} - {spec.lo!r}) / {width!r}) AS BIGINT)"
         keys = "".join(f"{ident(k)}, " for k in req.keys)
+        order = "".join(f"{ident(k)} NULLS LAST, " for k in req.keys)
         df = self.sql(
             f"SELECT {keys}{cell} AS __cell, count(*) AS __count,"
             f" count(*) FILTER ({v} < {spec.lo!r} OR {v} > {spec.hi!r}) AS __clip"
-            f" FROM {kept} WHERE {v} IS NOT NULL GROUP BY ALL"
+            f" FROM {kept} WHERE {v} IS NOT NULL GROUP BY ALL ORDER BY {order}__cell"
         ).df()
-        gi = _group_index(df, groups, req.keys)
-        order = np.lexsort((df["__cell"].to_numpy(), gi))
-        return (gi[order], df["__cell"].to_numpy(np.int64)[order],
-                df["__count"].to_numpy(np.int64)[order], int(df["__clip"].sum()))
+        # Sorted like `groups` (keys, NULLS LAST), then by cell: the group index is monotone.
+        return (_group_index(df, groups, req.keys), df["__cell"].to_numpy(np.int64),
+                df["__count"].to_numpy(np.int64), int(df["__clip"].sum()))
 
     def _bins(self, kept: str, req: BoundingRequest, values: list[str], spec: Bins,
               groups: pd.DataFrame) -> tuple[np.ndarray, int]:
