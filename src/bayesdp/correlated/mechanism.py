@@ -13,7 +13,7 @@ from bayesdp.correlated.chain import ChainClass, MarkovChain, as_sequences, chec
 from bayesdp.correlated.influence import check_notion
 from bayesdp.correlated.network import BayesianNetwork
 from bayesdp.errors import DataError, check_open_unit, check_positive, check_positive_int, invalid
-from bayesdp.mechanisms.laplace import dlap_quantile
+from bayesdp.mechanisms import dlap_quantile
 from bayesdp.noise import Rng, discrete_laplace, grid_for, resolve_rng, snap, unsnap
 from bayesdp.privacy import Guarantee
 

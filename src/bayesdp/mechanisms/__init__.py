@@ -2,7 +2,7 @@
 
 from bayesdp.mechanisms.base import Mechanism
 from bayesdp.mechanisms.gaussian import DiscreteGaussian, Gaussian
-from bayesdp.mechanisms.laplace import DiscreteLaplace, Laplace
+from bayesdp.mechanisms.laplace import DiscreteLaplace, Laplace, dlap_quantile
 from bayesdp.mechanisms.randomized_response import CountEstimate, RandomizedResponse
 from bayesdp.mechanisms.selection import Exponential, ReportNoisyMax
 from bayesdp.mechanisms.sparse_vector import SparseVector
@@ -18,4 +18,5 @@ __all__ = [
     "RandomizedResponse",
     "ReportNoisyMax",
     "SparseVector",
+    "dlap_quantile",
 ]
