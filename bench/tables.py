@@ -190,11 +190,13 @@ def main() -> None:
     p.add_argument("--pipeline-dp-rows", type=int, default=200_000)
     p.add_argument("--seeds", type=int, default=50)
     p.add_argument("--skip-speed", action="store_true")
+    p.add_argument("--skip-accuracy", action="store_true")
     args = p.parse_args()
     if not args.skip_speed:
         speed(args.rows, args.runs, args.pipeline_dp_rows)
-    mean_accuracy(args.seeds)
-    median_accuracy(min(args.seeds, 20))
+    if not args.skip_accuracy:
+        mean_accuracy(args.seeds)
+        median_accuracy(min(args.seeds, 20))
 
 
 if __name__ == "__main__":

@@ -107,6 +107,16 @@ def test_ledger_records_the_spend_before_results(events):
         _release(events, ledger=Recorder(fail=True))
 
 
+def test_real_ledger_refuses_the_second_release(events, tmp_path):
+    from bayesdp import Guarantee, Ledger
+
+    led = Ledger(tmp_path / "budget.db", budget=Guarantee(1.5, unit="user_id"))
+    q = bdp.table(events, "user_id").agg(n=bdp.count())
+    q.release(1.0, ledger=led, rng=rng_for_tests(1))
+    with pytest.raises(BudgetExceeded):
+        q.release(1.0, ledger=led, rng=rng_for_tests(2))
+
+
 def test_gaussian_noise_composes_in_zcdp(events):
     t = bdp.table(events, "user_id").group_by("campaign")
     r = t.agg(users=bdp.count_units(), avg=bdp.mean("revenue", bounds=(0, 100))).release(

@@ -29,7 +29,8 @@ from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table as RichTable
 
 from bayesdp import tables
-from bayesdp.errors import BayesdpError, DataError, invalid
+from bayesdp.errors import DataError, invalid
+from bayesdp.privacy import Ledger
 
 _KINDS = ("count_units", "count", "sum", "mean", "std", "quantile", "histogram")
 _RELEASE_KEYS = ("epsilon", "delta", "max_groups_per_unit", "max_rows_per_group", "alpha", "noise",
@@ -99,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
             options[k] = getattr(args, k)
     if "epsilon" not in options:
         raise DataError("give epsilon in the spec or with --epsilon")
-    ledger = _ledger(args.ledger) if args.ledger else None
+    ledger = Ledger(args.ledger) if args.ledger else None
     con = duckdb.connect()
     query = build(args.data, spec, con)
     release = _with_progress(con, lambda: query.release(ledger=ledger, label=spec.get("label"),
@@ -117,14 +118,6 @@ def run(args: argparse.Namespace) -> int:
     if args.report:
         console.print(f"wrote {release.report(args.report)}")
     return 0
-
-
-def _ledger(path: str) -> Any:
-    import bayesdp
-
-    if not hasattr(bayesdp, "Ledger"):
-        raise BayesdpError("this bayesdp has no budget ledger; run without --ledger")
-    return bayesdp.Ledger(path)
 
 
 def _with_progress(con: duckdb.DuckDBPyConnection, work: Any) -> Any:
