@@ -41,14 +41,23 @@ class Ledger(Protocol):
     def spend(self, guarantee: Guarantee, label: str) -> Any: ...
 
 
-def table(source: Any, privacy_unit: str, *, connection: Any = None) -> Table:
+def table(source: Any, privacy_unit: str, *, connection: Any = None, engine: str = "duckdb",
+          spark: Any = None) -> Table:
     """A table about people: a CSV/Parquet/JSON path, a pandas or Polars frame, an Arrow table or
     a DuckDB relation; `privacy_unit` names the column identifying the person (or household, ...)
     whose whole contribution the guarantee protects. `connection`: the DuckDB connection to
-    read files and frames with (default: a new one)."""
-    engine = engine_for(source, connection)
-    check_column(privacy_unit, list(engine.schema()), "privacy_unit")
-    return Table(engine, privacy_unit)
+    read files and frames with (default: a new one). A Spark DataFrame, or a path or lake URI
+    with engine="spark", runs on Spark (`spark`: the session, default the active one)."""
+    if engine not in ("duckdb", "spark"):
+        raise invalid("engine", engine, "'duckdb' or 'spark'")
+    if engine == "spark" or type(source).__module__.startswith("pyspark."):
+        from bayesdp.tables.engines.spark import spark_engine
+
+        eng: Engine = spark_engine(source, spark)
+    else:
+        eng = engine_for(source, connection)
+    check_column(privacy_unit, list(eng.schema()), "privacy_unit")
+    return Table(eng, privacy_unit)
 
 
 @dataclass(frozen=True)

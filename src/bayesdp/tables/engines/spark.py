@@ -1,0 +1,319 @@
+"""The Spark engine: the same contribution bounding and exact aggregates as DuckDB, on a cluster.
+
+The rows never leave Spark; only per-group aggregates reach the driver. The plan is
+
+1. each row gets the two keyed hashes of the DuckDB engine (`duckdb.keyed_hashes`), evaluated
+   by DuckDB on each Arrow batch inside the executors (`mapInArrow`), so for the same seed
+   both engines rank rows and groups identically and keep the same rows;
+2. `groupBy(unit, keys)` collapses each (unit, group) pair to its row count and the
+   `max_rows` rows with the smallest row hash (`min_by`, or the head of the hash-sorted list);
+3. one `row_number()` window over each unit's pairs, ordered by the group hash, keeps its first
+   `max_groups` groups (pairs outside the public keys rank last and are never kept);
+4. grouped aggregations of the kept rows: units, rows, clipped moments, grid cells, bins.
+
+The pairs are persisted (memory and disk) for the duration of one `aggregate` call, so every
+aggregate reads them without a second scan of the data. Executors need bayesdp's dependencies
+(duckdb, pyarrow) installed; see the README section on running on a cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bayesdp.errors import DataError, InvalidParameter
+from bayesdp.tables.engines.base import (
+    Bins,
+    BoundingRequest,
+    Cells,
+    Diagnostics,
+    ExactAggregates,
+    Measure,
+)
+from bayesdp.tables.engines.duckdb import _group_index, keyed_hashes
+
+try:
+    import pyarrow as pa
+    from py4j.protocol import Py4JJavaError
+    from pyspark import StorageLevel
+    from pyspark.errors import PySparkException
+    from pyspark.sql import Column, DataFrame, SparkSession, Window
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise InvalidParameter(
+        "engine='spark' needs pyspark (and Java 17): install it with pip install 'bayesdp[spark]'"
+    ) from exc
+
+_SPARK_ERRORS = (PySparkException, Py4JJavaError)
+_READERS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "csv", ".txt": "csv",
+            ".json": "json", ".jsonl": "json", ".ndjson": "json", ".orc": "orc"}
+
+
+class SparkEngine:
+    """Runs bounded aggregations on a Spark DataFrame (a lake table, a file scan, a query)."""
+
+    def __init__(self, frame: DataFrame) -> None:
+        self.frame = frame
+
+    def schema(self) -> dict[str, str]:
+        return {f.name: f.dataType.simpleString() for f in self.frame.schema.fields}
+
+    def is_numeric(self, column: str) -> bool:
+        dtype = self.frame.schema[column].dataType
+        return isinstance(dtype, T.NumericType | T.BooleanType)
+
+    def _filtered(self, where: Sequence[str]) -> DataFrame:
+        frame = self.frame
+        try:
+            for condition in where:
+                frame = frame.where(F.expr(condition))
+        except _SPARK_ERRORS as exc:
+            raise _data_error(exc) from None
+        return frame
+
+    def is_empty(self, where: tuple[str, ...] = ()) -> bool:
+        try:
+            return bool(self._filtered(where).isEmpty())
+        except _SPARK_ERRORS as exc:
+            raise _data_error(exc) from None
+
+    def aggregate(self, request: BoundingRequest) -> ExactAggregates:
+        specs: list[Measure | Cells | Bins] = [*request.measures, *request.cells, *request.bins]
+        values = list(dict.fromkeys(s.column for s in specs))
+        try:
+            pairs = _pairs(self._filtered(request.where), request, values)
+            pairs.persist(StorageLevel.MEMORY_AND_DISK)
+            try:
+                return _collect(pairs, request, values)
+            finally:
+                pairs.unpersist()
+        except _SPARK_ERRORS as exc:
+            raise _data_error(exc) from None
+
+
+def _data_error(exc: Exception) -> DataError:
+    """One line: the error of a Python worker (its traceback's last line), else Spark's first."""
+    lines = [ln.strip() for ln in str(exc).split("JVM stacktrace:")[0].splitlines() if ln.strip()]
+    python = any(ln.startswith("Traceback") for ln in lines)
+    message = (lines[-1] if python else lines[0]) if lines else type(exc).__name__
+    return DataError(f"Spark rejected the query: {message}")
+
+
+def _hasher(row_hash: str, group_hash: str) -> Callable[[Iterator[pa.RecordBatch]],
+                                                         Iterator[pa.RecordBatch]]:
+    """The executor function appending the keyed hashes (order-preserving BIGINTs) to each
+    Arrow batch. It is a closure, so Spark ships it by value: executors need duckdb and pyarrow,
+    not bayesdp."""
+
+    def hash_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import duckdb
+        import pyarrow
+
+        con = duckdb.connect(config={"threads": 1})
+        for batch in batches:
+            con.register("bdp_batch", pyarrow.Table.from_batches([batch], schema=batch.schema))
+            hashes = con.sql(
+                f"SELECT CAST(CAST({row_hash} AS HUGEINT) - {1 << 63} AS BIGINT),"
+                f" CAST(CAST({group_hash} AS HUGEINT) - {1 << 63} AS BIGINT) FROM bdp_batch"
+            ).fetch_arrow_table()
+            con.unregister("bdp_batch")
+            yield pyarrow.RecordBatch.from_arrays(
+                [*batch.columns, *(c.combine_chunks() for c in hashes.columns)],
+                names=[*batch.schema.names, "__hr", "__hg"])
+
+    return hash_batches
+
+
+def _col(name: str) -> Column:
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def _value(name: str) -> Column:
+    """A value column as DOUBLE with NaN as null (as the DuckDB engine reads it)."""
+    v = _col(name).cast("double")
+    return F.when(~F.isnan(v), v)
+
+
+def _clip(v: Column, lo: float, hi: float) -> Column:
+    """`v` clipped to [lo, hi]; null stays null (Spark's least/greatest skip nulls)."""
+    return F.when(v.isNotNull(), F.least(F.greatest(v, F.lit(float(lo))), F.lit(float(hi))))
+
+
+def _count_if(cond: Column) -> Column:
+    return F.count(F.when(cond, 1))
+
+
+def _in_keys(req: BoundingRequest, schema: T.StructType) -> Column:
+    """Whether the row's key is one of the public keys (always, without public keys)."""
+    if req.public_keys is None:
+        return F.lit(True)
+    if not req.public_keys:
+        return F.lit(False)
+    if len(req.keys) == 1:
+        return F.coalesce(_col(req.keys[0]).isin([k[0] for k in req.public_keys]), F.lit(False))
+    types = [schema[k].dataType for k in req.keys]
+    row = F.struct(*[_col(k).alias(f"k{i}") for i, k in enumerate(req.keys)])
+    items = [F.struct(*[F.lit(x).cast(t).alias(f"k{i}")
+                        for i, (x, t) in enumerate(zip(k, types, strict=True))])
+             for k in req.public_keys]
+    return F.coalesce(row.isin(items), F.lit(False))
+
+
+def _pairs(source: DataFrame, req: BoundingRequest, values: list[str]) -> DataFrame:
+    """One row per (unit, group): row count, the kept rows, whether the pair is kept."""
+    narrow = source.select(*[_col(c) for c in dict.fromkeys([req.unit, *req.keys, *values])])
+    out_schema = T.StructType([*narrow.schema.fields, T.StructField("__hr", T.LongType(), False),
+                               T.StructField("__hg", T.LongType(), False)])
+    row_hash, group_hash = keyed_hashes(req, values)
+    hashed = narrow.mapInArrow(_hasher(row_hash, group_hash), out_schema)
+    keys = [_col(k) for k in req.keys]
+    hashed = hashed.select(_col(req.unit).alias("__u"), *keys,
+                           _in_keys(req, narrow.schema).alias("__in"), "__hg", "__hr",
+                           *[_value(c).alias(f"__v{j}") for j, c in enumerate(values)])
+    aggs = [F.count(F.lit(1)).alias("__n")]
+    if values:
+        fields = [f"__v{j}" for j in range(len(values))]
+        if req.max_rows == 1:
+            aggs.append(F.min_by(F.struct(*fields), "__hr").alias("__kept"))
+        else:
+            ordered = F.array_sort(F.collect_list(F.struct("__hr", *fields)))
+            aggs.append(F.slice(ordered, 1, req.max_rows).alias("__kept"))
+    pairs = hashed.groupBy("__u", *keys, "__in", "__hg").agg(*aggs)
+    if not req.keys:
+        return pairs.withColumn("__keep", F.col("__u").isNotNull())
+    rank = F.row_number().over(Window.partitionBy("__u").orderBy(F.col("__in").desc(), "__hg"))
+    keep = F.col("__in") & F.col("__u").isNotNull() & (rank <= req.max_groups)
+    return pairs.withColumn("__keep", keep)
+
+
+def _kept_rows(pairs: DataFrame, req: BoundingRequest, values: list[str]) -> DataFrame:
+    """The kept rows (keys, __v0, __v1, ...) with __first marking one row per kept pair."""
+    kept = pairs.where("__keep")
+    keys = [_col(k) for k in req.keys]
+    fields = [f"__v{j}" for j in range(len(values))]
+    if not values:
+        return kept.select(*keys, F.lit(True).alias("__first"),
+                           F.explode(F.sequence(F.lit(1), F.least("__n", F.lit(req.max_rows)))))
+    if req.max_rows == 1:
+        return kept.select(*keys, F.lit(True).alias("__first"),
+                           *[F.col(f"__kept.{f}").alias(f) for f in fields])
+    rows = kept.select(*keys, F.posexplode("__kept").alias("__pos", "__r"))
+    return rows.select(*keys, (F.col("__pos") == 0).alias("__first"),
+                       *[F.col(f"__r.{f}").alias(f) for f in fields])
+
+
+def _collect(pairs: DataFrame, req: BoundingRequest, values: list[str]) -> ExactAggregates:
+    m = F.lit(req.max_rows)
+    totals = pairs.agg(
+        F.coalesce(F.sum("__n"), F.lit(0)),
+        F.coalesce(F.sum(F.when(F.col("__keep"), F.least("__n", m))), F.lit(0)),
+        F.coalesce(F.sum(F.when(~F.col("__in"), F.col("__n"))), F.lit(0)),
+        F.coalesce(F.sum(F.when(F.col("__u").isNull(), F.col("__n"))), F.lit(0)),
+    ).collect()[0]
+    rows_total, kept, by_keys, null_units = (int(x) for x in totals)
+    rows = _kept_rows(pairs, req, values)
+    cols = [_count_if(F.col("__first")).alias("__units"), F.count(F.lit(1)).alias("__rows")]
+    for i, meas in enumerate(req.measures):
+        v = F.col(f"__v{values.index(meas.column)}")
+        c = _clip(v, meas.lo, meas.hi)
+        cols += [F.count(v).alias(f"__n{i}"), F.coalesce(F.sum(c), F.lit(0.0)).alias(f"__s{i}"),
+                 F.coalesce(F.sum(c * c), F.lit(0.0)).alias(f"__q{i}"),
+                 _count_if((v < meas.lo) | (v > meas.hi)).alias(f"__c{i}")]
+    for j in range(len(values)):
+        cols.append(_count_if(F.col(f"__v{j}").isNull()).alias(f"__null{j}"))
+    stats = _grouped(rows, req.keys, cols)
+    groups = stats[list(req.keys)].reset_index(drop=True)
+    clipped: dict[Measure | Cells | Bins, int] = {}
+    moments = {}
+    for i, meas in enumerate(req.measures):
+        moments[meas] = stats[[f"__n{i}", f"__s{i}", f"__q{i}"]].to_numpy(np.float64)
+        clipped[meas] = int(stats[f"__c{i}"].sum())
+    nulls = {c: int(stats[f"__null{j}"].sum()) for j, c in enumerate(values)}
+    cells = {}
+    for spec in req.cells:
+        v = F.col(f"__v{values.index(spec.column)}")
+        width = (spec.hi - spec.lo) / spec.cells
+        cell = F.round((_clip(v, spec.lo, spec.hi) - F.lit(float(spec.lo))) / F.lit(width))
+        df = _grouped(rows.where(v.isNotNull()).withColumn("__cell", cell.cast("long")),
+                      (*req.keys, "__cell"), [F.count(F.lit(1)).alias("__count"),
+                                               _count_if((v < spec.lo) | (v > spec.hi)).alias("__clip")])
+        gi = _group_index(df, groups, req.keys)
+        order = np.lexsort((df["__cell"].to_numpy(), gi))
+        cells[spec] = (gi[order], df["__cell"].to_numpy(np.int64)[order],
+                       df["__count"].to_numpy(np.int64)[order])
+        clipped[spec] = int(df["__clip"].sum())
+    bins = {}
+    for bspec in req.bins:
+        v = F.col(f"__v{values.index(bspec.column)}")
+        index = F.lit(len(bspec.edges) - 2)
+        for i, edge in reversed(list(enumerate(bspec.edges[1:-1]))):
+            index = F.when(v < F.lit(edge), F.lit(i)).otherwise(index)
+        lo, hi = bspec.edges[0], bspec.edges[-1]
+        df = _grouped(rows.where(v.isNotNull()).withColumn("__bin", index),
+                      (*req.keys, "__bin"), [F.count(F.lit(1)).alias("__count"),
+                                              _count_if((v < lo) | (v > hi)).alias("__clip")])
+        gi = _group_index(df, groups, req.keys)
+        out = np.zeros((len(groups), len(bspec.edges) - 1), dtype=np.int64)
+        np.add.at(out, (gi, df["__bin"].to_numpy(np.int64)), df["__count"].to_numpy(np.int64))
+        bins[bspec], clipped[bspec] = out, int(df["__clip"].sum())
+    diag = Diagnostics(rows=rows_total, kept_rows=kept,
+                       dropped_by_bounding=rows_total - by_keys - null_units - kept,
+                       dropped_by_keys=by_keys, null_units=null_units, nulls=nulls, clipped=clipped)
+    return ExactAggregates(groups=groups, units=stats["__units"].to_numpy(np.int64),
+                           rows=stats["__rows"].to_numpy(np.int64), moments=moments,
+                           cells=cells, bins=bins, diagnostics=diag)
+
+
+def _grouped(rows: DataFrame, by: Sequence[str], cols: list[Column]) -> pd.DataFrame:
+    """Aggregate per group on the cluster; collect the (small) result sorted by key, nulls last."""
+    keys = [_col(k) for k in by]
+    agg = rows.groupBy(*keys).agg(*cols) if keys else rows.agg(*cols)
+    names = agg.columns
+    data = (agg.orderBy(*[k.asc_nulls_last() for k in keys]) if keys else agg).collect()
+    return pd.DataFrame.from_records([tuple(r) for r in data], columns=names)
+
+
+def spark_engine(source: Any, spark: Any = None, master: str | None = None) -> SparkEngine:
+    """A Spark engine over a Spark DataFrame, or over a file or lake path read by `spark` (default:
+    the active session, else a new one on `master`, default local[*])."""
+    if isinstance(source, DataFrame):
+        return SparkEngine(source)
+    if not isinstance(source, str | Path):
+        raise DataError(f"cannot read a {type(source).__name__} with engine='spark': give a Spark "
+                        "DataFrame or a file or lake path (Parquet, CSV, JSON, ORC)")
+    session = spark if spark is not None else session_for(master)
+    path = str(source)
+    suffixes = [s.lower() for s in Path(path.rstrip("/")).suffixes]
+    fmt = next((_READERS[s] for s in reversed(suffixes) if s in _READERS), "parquet")
+    if "://" not in path and not Path(path).expanduser().exists():
+        raise DataError(f"file {path!r} does not exist")
+    try:
+        reader = session.read.option("header", "true").option("inferSchema", "true") \
+            if fmt == "csv" else session.read
+        if fmt == "csv" and ".tsv" in suffixes:
+            reader = reader.option("sep", "\t")
+        frame = reader.format(fmt).load(path)
+    except _SPARK_ERRORS as exc:
+        raise DataError(f"cannot read {path!r} with Spark: {_data_error(exc)}") from None
+    return SparkEngine(frame)
+
+
+def session_for(master: str | None = None) -> SparkSession:
+    """The active Spark session, or a new one on `master` (default local[*]) whose Python
+    workers run this interpreter (so they see bayesdp, duckdb and pyarrow)."""
+    active = SparkSession.getActiveSession()
+    if active is not None and master is None:
+        return active
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    return (SparkSession.builder.master(master or "local[*]").appName("bayesdp")
+            .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+
+
+__all__ = ["SparkEngine", "session_for", "spark_engine"]

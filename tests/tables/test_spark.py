@@ -1,0 +1,159 @@
+"""The Spark engine against the DuckDB engine: same kept rows, same exact aggregates, same release.
+
+One local Spark session (local[2]) serves the whole module: starting the JVM costs tens of
+seconds. Values are multiples of 1/4, so every sum is exact in float64 whatever order either
+engine adds in, and the parity checks can demand equality, not closeness.
+"""
+
+import os
+import sys
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+import bayesdp.tables as bdp
+from bayesdp import rng_for_tests
+from bayesdp.errors import DataError, InvalidParameter
+from bayesdp.tables.engines import Bins, BoundingRequest, Cells, DuckDBEngine, Measure
+from bayesdp.tables.estimate import QUANTILE_CELLS
+
+pytest.importorskip("pyspark")
+pytestmark = pytest.mark.spark
+
+MEASURE = Measure("revenue", 1.0, 100.0)  # lo > 0: a null must not count as lo in the sums
+CELLS = Cells("revenue", 1.0, 100.0, QUANTILE_CELLS)
+BINS = Bins("revenue", (0.0, 10.0, 50.0, 100.0))
+AGGS = {
+    "users": bdp.count_units(),
+    "rows": bdp.count(),
+    "revenue": bdp.sum("revenue", bounds=(0, 100)),
+    "avg": bdp.mean("revenue", bounds=(0, 100)),
+    "sd": bdp.std("revenue", bounds=(0, 100)),
+    "p50": bdp.quantile("revenue", 0.5, bounds=(0, 100)),
+    "hist": bdp.histogram("revenue", bins=[0, 10, 50, 100]),
+}
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    session = (SparkSession.builder.master("local[2]").appName("bayesdp-tests")
+               .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.sql.adaptive.enabled", "false")
+               .config("spark.sql.codegen.wholeStage", "false")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def data() -> pd.DataFrame:
+    """250 users with 1 to 12 rows, one heavy user with 400 rows; values in [-5, 130] step 1/4
+    (some out of bounds), a few NaN; eight string campaigns and three integer regions."""
+    rng = np.random.default_rng(99)
+    users = np.concatenate([np.repeat(np.arange(250), rng.integers(1, 13, size=250)),
+                            np.full(400, 999)])
+    n = users.size
+    revenue = rng.integers(-20, 521, size=n) / 4
+    revenue[rng.random(n) < 0.03] = np.nan
+    return pd.DataFrame({
+        "user_id": users,
+        "campaign": rng.choice([f"c{i}" for i in range(8)], size=n),
+        "region": rng.integers(0, 3, size=n),
+        "revenue": revenue,
+    })
+
+
+def _same(a, b) -> None:
+    pd.testing.assert_frame_equal(a.groups, b.groups, check_dtype=False)
+    np.testing.assert_array_equal(a.units, b.units)
+    np.testing.assert_array_equal(a.rows, b.rows)
+    assert a.moments.keys() == b.moments.keys()
+    for k in a.moments:
+        np.testing.assert_array_equal(a.moments[k], b.moments[k])
+    for k in b.cells:
+        for x, y in zip(a.cells[k], b.cells[k], strict=True):
+            np.testing.assert_array_equal(x, y)
+    for k in b.bins:
+        np.testing.assert_array_equal(a.bins[k], b.bins[k])
+    assert a.diagnostics == b.diagnostics
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("keys", "public", "max_groups", "max_rows"), [
+    (("campaign",), None, 2, 1),
+    (("campaign",), (("c0",), ("c1",), ("c2",), ("zz",)), 2, 3),
+    (("campaign", "region"), None, 3, 2),
+    (("campaign", "region"), (("c0", 0), ("c3", 2), ("zz", 1)), 2, 1),
+    ((), None, 1, 3),
+])
+def test_exact_aggregates_match_duckdb(spark, data, keys, public, max_groups, max_rows):
+    from bayesdp.tables.engines.spark import SparkEngine
+
+    req = BoundingRequest("user_id", keys, max_groups, max_rows, seed=2**100 + 2**64 * 7 + 12345,
+                          public_keys=public, measures=(MEASURE,), cells=(CELLS,), bins=(BINS,))
+    exact = SparkEngine(spark.createDataFrame(data)).aggregate(req)
+    _same(exact, DuckDBEngine(duckdb.connect().from_df(data)).aggregate(req))
+    # The bounds hold: the heavy user keeps at most max_groups x max_rows of its 400 rows.
+    assert exact.diagnostics.kept_rows <= 251 * max_groups * max_rows
+    d = exact.diagnostics
+    assert d.dropped_by_bounding + d.dropped_by_keys >= 400 - max_groups * max_rows
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("keys", [None, ["c0", "c1", "c5", "zz"]])
+def test_release_identical_to_duckdb(spark, data, keys):
+    def release(source):
+        q = bdp.table(source, "user_id").group_by("campaign", keys=keys).agg(**AGGS)
+        return q.release(epsilon=4.0, delta=1e-3, max_groups_per_unit=2, max_rows_per_group=2,
+                         rng=rng_for_tests(11))
+
+    on_spark, on_duckdb = release(spark.createDataFrame(data)), release(data)
+    pd.testing.assert_frame_equal(on_spark.to_pandas(), on_duckdb.to_pandas())
+    assert on_spark.diagnostics == on_duckdb.diagnostics
+    assert on_spark.guarantee == on_duckdb.guarantee
+
+
+@pytest.mark.slow
+def test_path_with_engine_spark_and_filters(spark, data, tmp_path):
+    path = tmp_path / "events.parquet"
+    data.to_parquet(path)
+    t = bdp.table(str(path), "user_id", engine="spark", spark=spark).where("region = 1")
+    q = t.group_by("campaign").agg(rows=bdp.count(), avg=bdp.mean("revenue", bounds=(0, 100)))
+    kw = {"epsilon": 2.0, "delta": 1e-4, "max_groups_per_unit": 3}
+    ref = bdp.table(str(path), "user_id").where("region = 1").group_by("campaign").agg(
+        rows=bdp.count(), avg=bdp.mean("revenue", bounds=(0, 100)))
+    pd.testing.assert_frame_equal(q.release(**kw, rng=rng_for_tests(3)).to_pandas(),
+                                  ref.release(**kw, rng=rng_for_tests(3)).to_pandas())
+
+
+@pytest.mark.slow
+def test_bad_input_gives_the_duckdb_messages(spark, data, tmp_path):
+    frame = spark.createDataFrame(data)
+    with pytest.raises(DataError, match="did you mean 'user_id'"):
+        bdp.table(frame, "userid")
+    t = bdp.table(frame, "user_id")
+    with pytest.raises(DataError, match="'campaign' of total is not numeric"):
+        t.agg(total=bdp.sum("campaign", bounds=(0, 1)))
+    with pytest.raises(DataError, match="did you mean 'revenue'"):
+        t.agg(total=bdp.sum("revenu", bounds=(0, 1)))
+    with pytest.raises(DataError, match="Spark rejected the query"):
+        t.where("no_such_column > 1").agg(n=bdp.count()).release(1.0)
+    with pytest.raises(DataError, match="does not exist"):
+        bdp.table(str(tmp_path / "missing.parquet"), "user_id", engine="spark", spark=spark)
+    with pytest.raises(InvalidParameter, match="engine='flink'"):
+        bdp.table(data, "user_id", engine="flink")
+
+
+def test_missing_pyspark_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyspark", None)
+    monkeypatch.delitem(sys.modules, "bayesdp.tables.engines.spark", raising=False)
+    with pytest.raises(InvalidParameter, match=r"pip install 'bayesdp\[spark\]'"):
+        bdp.table("events.parquet", "user_id", engine="spark")
