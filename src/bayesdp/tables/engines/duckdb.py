@@ -7,8 +7,9 @@ the secret 64-bit seeds make both orders uniformly random permutations. A row is
 its group is among the unit's first `max_groups` (dense_rank) and its position inside the group
 is below `max_rows` (row_number - rank). The three window functions share the one sort.
 
-The kept rows (at most units x max_groups x max_rows) are materialized once in a temporary
-table, dropped afterwards, so quantile grids and histograms cost no second pass over the data.
+Without quantiles or histograms the kept rows are aggregated in the same query; with them,
+the kept rows (at most units x max_groups x max_rows) are materialized once in a temporary
+table, dropped afterwards, so the grids cost no second pass over the data.
 One cheap scan counts the rows, the null units and the rows outside the public keys.
 """
 
@@ -106,8 +107,11 @@ class DuckDBEngine:
             f"SELECT count(*), count(*) FILTER ({ident(request.unit)} IS NULL),"
             f" count(*) FILTER (NOT ({in_keys})) FROM ({source})"
         ).fetchall()[0]
+        totals = tuple(int(c) for c in counts)
+        if not request.cells and not request.bins:  # one pass: aggregate the kept rows directly
+            return self._collect(f"({_kept_sql(source, request, values)})", request, values, totals)
         with self._temp(_kept_sql(source, request, values)) as kept:
-            return self._collect(kept, request, values, tuple(int(c) for c in counts))
+            return self._collect(kept, request, values, totals)
 
     def _collect(self, kept: str, req: BoundingRequest, values: list[str],
                  counts: tuple[int, ...]) -> ExactAggregates:
