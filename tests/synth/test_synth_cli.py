@@ -17,7 +17,7 @@ def _table(path, n=2000):
     a = rng.choice(["x", "y", "z"], n)
     df = pd.DataFrame({
         "a": a,
-        "b": np.where(rng.random(n) < 0.8, a, "x"),
+        "b": np.where(rng.random(n) < 0.8, a, np.where(rng.random(n) < 0.5, "x", None)),
         "age": rng.integers(18, 80, n),
         "label": np.where(a == "x", "yes", "no"),
     })
@@ -41,7 +41,8 @@ def test_cli_writes_synthetic_rows_and_report(tmp_path, capsys):
     page = rep.read_text()
     assert "Not private" in page and "mean 2-way TVD" in page and page.count("<img") >= 5
     assert "Train on synthetic, test on real" in page
-    assert "wrote 500 synthetic rows" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "wrote 500 synthetic rows" in printed and "missing values included" in printed
 
 
 def test_cli_columns_subset(tmp_path):

@@ -109,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
     out.print(f"wrote {len(synthetic)} synthetic rows to {args.out}", highlight=False)
     out.print(model.explain(), highlight=False)
     if model.dropped or model.clipped:
-        out.print(f"[yellow]{model.dropped} rows outside a categorical domain were dropped; "
+        out.print(f"[yellow]{model.dropped} rows with a value outside a categorical domain "
+                  "(missing values included) were dropped; "
                   f"{model.clipped} numeric values were clipped into their bounds "
                   "(these counts are not private)[/]", highlight=False)
     if args.report:

@@ -27,7 +27,7 @@ def binned(frame: pd.DataFrame, specs: Sequence[ColumnSpec]) -> pd.DataFrame:
     for spec in specs:
         s = frame[spec.name]
         if spec.edges is None:
-            out[spec.name] = s.astype(str)
+            out[spec.name] = s.map(str)  # missing values become the text "nan"
         else:
             e = spec.edges
             x = pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64)
@@ -46,7 +46,7 @@ def _joint_codes(
     codes_r, codes_s, sizes = [], [], []
     for c in columns:
         both = pd.concat([real[c], synthetic[c]], ignore_index=True).astype(str)
-        codes, uniques = pd.factorize(both)
+        codes, uniques = pd.factorize(both, use_na_sentinel=False)  # missing is a value too
         codes_r.append(codes[: len(real)])
         codes_s.append(codes[len(real):])
         sizes.append(len(uniques))

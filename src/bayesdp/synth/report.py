@@ -46,8 +46,8 @@ def _one_way(real: pd.Series, syn: pd.Series, labels: list[str]) -> str:
 
 
 def _two_way(real: pd.DataFrame, syn: pd.DataFrame, a: str, b: str, tvd: float) -> str:
-    rows = sorted(set(real[a]) | set(syn[a]))
-    cols = sorted(set(real[b]) | set(syn[b]))
+    rows = sorted(set(real[a]) | set(syn[a]), key=str)
+    cols = sorted(set(real[b]) | set(syn[b]), key=str)
     tables = [pd.crosstab(f[a], f[b], normalize=True).reindex(index=rows, columns=cols,
                                                               fill_value=0.0).to_numpy()
               for f in (real, syn)]
