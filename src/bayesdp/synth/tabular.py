@@ -188,6 +188,21 @@ def _compress(y: np.ndarray, sigma: float) -> tuple[np.ndarray, np.ndarray]:
     return cmap, w
 
 
+def _compressed(
+    data: _Data, noisy1: list[np.ndarray], sigma: float
+) -> tuple[_Data, _Measurements, list[np.ndarray], list[np.ndarray]]:
+    """The coded table and its 1-way measurements on compressed domains, with the maps back."""
+    pairs = [_compress(y, sigma) for y in noisy1]
+    maps = [m for m, _ in pairs]
+    sizes = [int(m.max()) + 1 for m in maps]
+    small = _Data(np.column_stack([m[data.codes[:, i]] for i, m in enumerate(maps)]), sizes)
+    meas = _Measurements(sizes)
+    for i, (m, y) in enumerate(zip(maps, noisy1, strict=True)):
+        meas.add(i, np.bincount(m, weights=y, minlength=sizes[i]),
+                 sigma**2 * np.bincount(m, minlength=sizes[i]))
+    return small, meas, maps, [w for _, w in pairs]
+
+
 def _mst(data: _Data, rho: float, s1: float, s2: float, rng: Rng) -> Fitted:
     """MST (McKenna, Miklau & Sheldon 2021, Alg. 1): ρ/3 on 1-way marginals, ρ/3 on a private
     maximum spanning tree by d−1 exponential mechanisms (each ε²/8-zCDP, Cesar & Rogers 2021),
@@ -200,13 +215,7 @@ def _mst(data: _Data, rho: float, s1: float, s2: float, rng: Rng) -> Fitted:
         meas = _Measurements(data.sizes)
         meas.add(0, noisy1[0], sigma1**2)
         return meas.result()
-    maps, weights = zip(*(_compress(y, sigma1) for y in noisy1), strict=True)
-    sizes = [int(m.max()) + 1 for m in maps]
-    small = _Data(np.column_stack([m[data.codes[:, i]] for i, m in enumerate(maps)]), sizes)
-    meas = _Measurements(sizes)
-    for i, (m, y) in enumerate(zip(maps, noisy1, strict=True)):
-        meas.add(i, np.bincount(m, weights=y, minlength=sizes[i]),
-                 sigma1**2 * np.bincount(m, minlength=sizes[i]))
+    small, meas, maps, weights = _compressed(data, noisy1, sigma1)
     model, n_hat = meas.fit()
     eps_round = math.sqrt(8.0 * share / (d - 1))
     allpairs = [(i, j) for i in range(d) for j in range(i + 1, d)]
@@ -221,7 +230,7 @@ def _mst(data: _Data, rho: float, s1: float, s2: float, rng: Rng) -> Fitted:
     for i, j in chosen:
         meas.add((i, j), _noisy(small.two(i, j), sigma2, rng), sigma2**2)
     model, n_hat = meas.fit()
-    return model.expand(list(maps), list(weights)), n_hat, chosen
+    return model.expand(maps, weights), n_hat, chosen
 
 
 def _aim(data: _Data, rho: float, s1: float, s2: float, rng: Rng) -> Fitted:
@@ -230,15 +239,16 @@ def _aim(data: _Data, rho: float, s1: float, s2: float, rng: Rng) -> Fitted:
     Budget per round ρ/T, T = 16d: 0.9 of it measures (σ² = Δ₂²T/(1.8ρ)), 0.1 selects
     (ε = √(0.8ρ/T)) by the score ‖M_r(x) − M_r(p̂)‖₁ − √(2/π)σ·cells; σ halves when a measurement
     barely moves the model; the last round spends what remains. Candidates are pairs that keep the
-    model a tree (new edges between components, or re-measurements of kept edges).
+    model a tree (new edges between components, or re-measurements of kept edges); rare levels
+    are compressed after the first round as in MST.
     """
     d = len(data.sizes)
     rounds = AIM_ROUNDS_PER_COLUMN * d
-    meas = _Measurements(data.sizes)
     sigma = math.sqrt(s2 * rounds / (2.0 * (1 - AIM_SELECT_SHARE) * rho))
     eps_sel = math.sqrt(8.0 * AIM_SELECT_SHARE * rho / rounds)
-    for i in range(d):
-        meas.add(i, _noisy(data.one(i), sigma, rng), sigma**2)
+    full = data
+    data, meas, maps, weights = _compressed(
+        full, [_noisy(full.one(i), sigma, rng) for i in range(d)], sigma)
     used = d * s2 / (2.0 * sigma**2)
     allpairs = [(i, j) for i in range(d) for j in range(i + 1, d)]
     model, n_hat = meas.fit()
@@ -256,10 +266,11 @@ def _aim(data: _Data, rho: float, s1: float, s2: float, rng: Rng) -> Fitted:
         meas.add((i, j), _noisy(data.two(i, j), sigma, rng), sigma**2)
         used += s2 / (2.0 * sigma**2) + eps_sel**2 / 8.0
         model, n_hat = meas.fit()
-        if np.abs(n_hat * model.pair(i, j) - before).sum() <= _EXPECTED_ABS * sigma * cells.max():
+        cells_ij = data.sizes[i] * data.sizes[j]
+        if np.abs(n_hat * model.pair(i, j) - before).sum() <= _EXPECTED_ABS * sigma * cells_ij:
             sigma /= 2.0
             eps_sel *= 2.0
-    return meas.result()
+    return model.expand(maps, weights), n_hat, list(meas.two)
 
 
 def _independent(data: _Data, rho: float, s1: float, s2: float, rng: Rng) -> Fitted:
