@@ -275,9 +275,12 @@ def _grouped(rows: DataFrame, by: Sequence[str], cols: list[Column]) -> pd.DataF
     """Aggregate per group on the cluster; collect the (small) result sorted by key, nulls last."""
     keys = [_col(k) for k in by]
     agg = rows.groupBy(*keys).agg(*cols) if keys else rows.agg(*cols)
-    names = agg.columns
-    data = (agg.orderBy(*[k.asc_nulls_last() for k in keys]) if keys else agg).collect()
-    return pd.DataFrame.from_records([tuple(r) for r in data], columns=names)
+    ordered = agg.orderBy(*[k.asc_nulls_last() for k in keys]) if keys else agg
+    if hasattr(ordered, "toArrow"):  # pyspark >= 4: columnar transfer, no Row objects
+        frame: pd.DataFrame = ordered.toArrow().to_pandas()
+        return frame
+    data = ordered.collect()
+    return pd.DataFrame.from_records([tuple(r) for r in data], columns=ordered.columns)
 
 
 def spark_engine(source: Any, spark: Any = None, master: str | None = None) -> SparkEngine:
