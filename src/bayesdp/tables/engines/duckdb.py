@@ -224,15 +224,13 @@ def keyed_hashes(req: BoundingRequest, values: Sequence[str]) -> tuple[str, str]
 
 def _kept_sql(source: str, req: BoundingRequest, values: list[str]) -> str:
     """The kept rows: keys, `__first` (one row per kept (unit, group) pair), values `__v0`, ..."""
-    seed_r, seed_g = req.seed & _MASK64, (req.seed >> 64) & _MASK64
     unit, keys = ident(req.unit), [ident(k) for k in req.keys]
     key_sel = "".join(f", {k}" for k in keys)
-    content = ", ".join([unit, *keys, *(ident(c) for c in values)])
-    row_hash = f"hash(xor(hash({content}), {seed_r}::UBIGINT))"
+    row_hash, group_hash = keyed_hashes(req, values)
     fields = "".join(f", nullif(CAST({ident(c)} AS DOUBLE), 'NaN'::DOUBLE) AS __v{j}"
                      for j, c in enumerate(values))
     if keys:
-        by_group = f"PARTITION BY {unit} ORDER BY hash(xor(hash({unit}{key_sel}), {seed_g}::UBIGINT))"
+        by_group = f"PARTITION BY {unit} ORDER BY {group_hash}"
         # The three windows share one sort (the second order extends the first): dense_rank
         # numbers the unit's groups in random order, row_number - rank is the row's position
         # inside its group in random order.
