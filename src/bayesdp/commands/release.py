@@ -42,7 +42,9 @@ def register(sub: Any) -> None:
     parser = sub.add_parser(
         "release", help="release grouped statistics from a table with differential privacy",
         description="Bound each privacy unit's contribution inside DuckDB, add calibrated noise, "
-                    "and print the released groups with their confidence intervals.")
+                    "and print the released groups with their confidence intervals.",
+        epilog="spec example:\n" + (__doc__ or "").split("::", 1)[1].strip("\n"),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("data", help="a CSV, Parquet or JSON file")
     parser.add_argument("--spec", required=True, help="TOML file: privacy unit, groups, aggregates")
     parser.add_argument("--epsilon", type=float, help="total ε (overrides the spec)")
