@@ -16,7 +16,10 @@ PARTS: dict[str, tuple[tuple[str, float], ...]] = {
     "count": (("count", 1.0),),
     "sum": (("sum", 1.0),),
     "histogram": (("counts", 1.0),),
-    "mean": (("count", 0.5), ("sum", 0.5)),
+    # mean: 0.6 to the centred sum, 0.4 to the count. For a mean at distance d from the middle
+    # of bounds of half-width r, E|error| is at most 1.05x the public-n textbook mean's while
+    # d <= 0.43 r (1.13x with an even split), 1.58x when the mean sits on a bound (even: 1.50x).
+    "mean": (("count", 0.4), ("sum", 0.6)),
     "std": (("count", 1 / 3), ("sum", 1 / 3), ("squares", 1 / 3)),
     "quantile": (("count", 1 / 6), ("value", 1 / 2), ("low", 1 / 6), ("high", 1 / 6)),
 }

@@ -2,7 +2,7 @@
 
 Default split (documented, overridable): every aggregate has weight 1 and, when keys are
 private, partition selection has weight 1 too; each gets ε·weight/Σweights. An aggregate's own
-parts share its budget by `aggregates.PARTS` (mean: half count, half centred sum; ...). With
+parts share its budget by `aggregates.PARTS` (mean: 0.4 count, 0.6 centred sum; ...). With
 Laplace noise δ goes entirely to partition selection. With Gaussian noise, partition selection
 (if any) gets half of δ and the aggregates compose in zCDP (Bun & Steinke 2016, Lemma 2.3):
 their total ρ is the largest whose tight (ε, δ) conversion (Canonne, Kamath & Steinke 2020,
