@@ -86,7 +86,8 @@ class ExactAggregates:
 
     `groups` has the key columns; `units` and `rows` are per-group arrays; `moments[m]` is an
     (n, 3) array of (count, sum, sum of squares) per group; `cells[c]` is a triple
-    (group index, grid index, count); `bins[b]` is a (groups, bins) count matrix.
+    (group index, grid index, count) sorted by group index, then grid index; `bins[b]` is a
+    (groups, bins) count matrix.
     """
 
     groups: pd.DataFrame
