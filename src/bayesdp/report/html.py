@@ -37,6 +37,7 @@ def _plot(release: Release, name: str) -> str:
         ax.errorbar(value[:, j], y + off, xerr=[value[:, j] - low[:, j], high[:, j] - value[:, j]],
                     fmt="o", ms=3, capsize=2)
     ax.set_yticks(y, labels)
+    ax.set_ylabel(", ".join(map(str, release.keys.columns)))
     ax.set_title(f"{name} = {agg.describe()} (bars: {1 - release.alpha:.0%} intervals)", fontsize=10)
     fig.tight_layout()
     buf = io.BytesIO()
