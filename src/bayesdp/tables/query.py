@@ -233,7 +233,8 @@ class Query:
 
         One row per aggregate: the noise scale of its main part, the interval half-width at
         level 1 - α (for a mean, std or quantile: at `group_size` rows, default the number of
-        units partition selection needs for a 50% chance to keep a group, else 100). Warns
+        units partition selection needs for a 50% chance to keep a group, else 100; for a
+        quantile it is in quantile levels: its interval spans the levels q ± half_width). Warns
         when the release would be useless.
         """
         plan = self.plan(epsilon, delta, max_groups_per_unit=max_groups_per_unit,
