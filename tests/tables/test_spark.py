@@ -157,3 +157,21 @@ def test_missing_pyspark_names_the_extra(monkeypatch):
     monkeypatch.delitem(sys.modules, "bayesdp.tables.engines.spark", raising=False)
     with pytest.raises(InvalidParameter, match=r"pip install 'bayesdp\[spark\]'"):
         bdp.table("events.parquet", "user_id", engine="spark")
+
+
+@pytest.mark.slow
+def test_cli_release_on_spark(spark, data, tmp_path, capsys):
+    from bayesdp.cli import main
+
+    path, spec, out = tmp_path / "events.parquet", tmp_path / "spec.toml", tmp_path / "out.csv"
+    data.to_parquet(path)
+    spec.write_text('privacy_unit = "user_id"\ngroup_by = ["campaign"]\nkeys = ["c0", "c1", "zz"]\n'
+                    'max_groups_per_unit = 2\nepsilon = 1.0\n[aggregates]\n'
+                    'users = { kind = "count_units" }\n'
+                    'avg = { kind = "mean", column = "revenue", bounds = [0, 100] }\n')
+    code = main(["release", str(path), "--spec", str(spec), "--engine", "spark", "--out", str(out)])
+    assert code == 0
+    df = pd.read_csv(out)
+    assert list(df["campaign"]) == ["c0", "c1", "zz"]
+    assert {"users", "users_low", "avg_high"} <= set(df.columns)
+    assert "ε=1 per user_id" in capsys.readouterr().out

@@ -52,6 +52,9 @@ def register(sub: Any) -> None:
     parser.add_argument("--out", help="write the released table (.csv or .parquet)")
     parser.add_argument("--report", help="write an HTML report")
     parser.add_argument("--ledger", help="record the spend in this budget ledger before releasing")
+    parser.add_argument("--engine", choices=("duckdb", "spark"), default="duckdb",
+                        help="where bounding and aggregation run (spark: pip install 'bayesdp[spark]')")
+    parser.add_argument("--master", help="Spark master URL with --engine spark (default local[*])")
     parser.set_defaults(run=run)
 
 
@@ -82,9 +85,9 @@ def aggregate(name: str, item: Any) -> tables.Aggregate:
     return agg
 
 
-def build(data: Any, spec: dict[str, Any], connection: duckdb.DuckDBPyConnection | None = None
-          ) -> tables.Query:
-    t = tables.table(data, spec["privacy_unit"], connection=connection)
+def build(data: Any, spec: dict[str, Any], connection: duckdb.DuckDBPyConnection | None = None,
+          engine: str = "duckdb", spark: Any = None) -> tables.Query:
+    t = tables.table(data, spec["privacy_unit"], connection=connection, engine=engine, spark=spark)
     where = spec.get("where", [])
     for cond in [where] if isinstance(where, str) else where:
         t = t.where(cond)
@@ -103,10 +106,16 @@ def run(args: argparse.Namespace) -> int:
     if "epsilon" not in options:
         raise DataError("give epsilon in the spec or with --epsilon")
     ledger = Ledger(args.ledger) if args.ledger else None
-    con = duckdb.connect()
-    query = build(args.data, spec, con)
-    release = _with_progress(con, lambda: query.release(ledger=ledger, label=spec.get("label"),
-                                                         **options))
+    if args.engine == "spark":
+        from bayesdp.tables.engines.spark import session_for
+
+        query = build(args.data, spec, engine="spark", spark=session_for(args.master))
+        release = query.release(ledger=ledger, label=spec.get("label"), **options)
+    else:
+        con = duckdb.connect()
+        query = build(args.data, spec, con)
+        release = _with_progress(con, lambda: query.release(ledger=ledger, label=spec.get("label"),
+                                                             **options))
     console = Console()
     console.print(render(release))
     for line in release.caveats():
