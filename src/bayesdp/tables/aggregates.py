@@ -21,7 +21,9 @@ PARTS: dict[str, tuple[tuple[str, float], ...]] = {
     # d <= 0.43 r (1.13x with an even split), 1.58x when the mean sits on a bound (even: 1.50x).
     "mean": (("count", 0.4), ("sum", 0.6)),
     "std": (("count", 1 / 3), ("sum", 1 / 3), ("squares", 1 / 3)),
-    "quantile": (("count", 1 / 6), ("value", 1 / 2), ("low", 1 / 6), ("high", 1 / 6)),
+    # quantile: 0.85 to the released point, 0.06 to each exponential-mechanism draw bounding its
+    # interval, 0.03 to the noisy count that only turns their rank slack into quantile levels.
+    "quantile": (("count", 0.03), ("value", 0.85), ("low", 0.06), ("high", 0.06)),
 }
 
 

@@ -133,28 +133,34 @@ def _quantile(step: Step, exact: ExactAggregates, index: np.ndarray, present: np
     starts = np.searchsorted(gi, np.arange(len(exact.groups) + 1))
     value, low, high = (np.empty(index.size) for _ in range(3))
     side = step.parts["low"].mechanism
-    slack = rank_slack(side.scale, spec.cells, alpha / 3, int(step.parts["low"].sensitivity))
+    slack = rank_slack(side.scale, spec.cells, alpha / 3, step.max_rows)
+    n_lo = n_hat - wn  # n >= n_lo with probability >= 1 - α/3
     for j, g in enumerate(index):
         sl = slice(starts[g], starts[g + 1]) if g >= 0 else slice(0, 0)
         bounds = np.concatenate(([lo], lo + cell[sl] * width, [hi]))
         ranks = np.concatenate(([0.0], np.cumsum(cnt[sl], dtype=np.float64)))
-        shift = slack / max(n_hat[j] - wn, 1.0)
-        value[j] = _draw(step, "value", bounds, ranks, agg.q, rng)
-        low[j] = _draw(step, "low", bounds, ranks, agg.q - shift, rng) if agg.q > shift else lo
-        high[j] = _draw(step, "high", bounds, ranks, agg.q + shift, rng) if agg.q + shift < 1 else hi
+        target = agg.q * ranks[-1]
+        value[j] = _draw(step, "value", bounds, ranks, target, rng)
+        # A draw aimed `slack` ranks below (above) the q·n-th value lands past it with
+        # probability <= α/3 (rank_slack), provided the aim stays inside [0, n].
+        low[j] = _draw(step, "low", bounds, ranks, target - slack, rng) \
+            if agg.q * n_lo[j] > slack else lo
+        high[j] = _draw(step, "high", bounds, ranks, target + slack, rng) \
+            if (1 - agg.q) * n_lo[j] > slack else hi
     return Estimate(value, np.minimum(low, value), np.maximum(high, value))
 
 
-def _draw(step: Step, part: str, bounds: np.ndarray, ranks: np.ndarray, level: float,
+def _draw(step: Step, part: str, bounds: np.ndarray, ranks: np.ndarray, target: float,
           rng: Rng) -> float:
-    """One draw of the continuous exponential mechanism for the `level` quantile (Smith 2011).
+    """One draw of the continuous exponential mechanism aimed at rank `target` (Smith 2011).
 
     Interval i = [b_i, b_{i+1}] holds the points of rank ranks[i]; it is chosen with
-    probability ∝ width · exp(-|rank - level·n| / scale), then a point uniformly inside it.
+    probability ∝ width · exp(-|rank - target| / scale), then a point uniformly inside it.
+    `target` is q·n plus a public constant, so its sensitivity is that of q·n (plan.sensitivity).
     """
     mech = step.parts[part].mechanism
     widths = np.diff(bounds)
     ok = widths > 0
-    score = -np.abs(ranks[ok] - level * ranks[-1]) + mech.scale * np.log(widths[ok])
+    score = -np.abs(ranks[ok] - target) + mech.scale * np.log(widths[ok])
     i = mech.select_index(score, rng)
     return float(bounds[:-1][ok][i] + rng.random() * widths[ok][i])

@@ -51,13 +51,14 @@ class Part:
 
 @dataclass(frozen=True)
 class Step:
-    """The budget of one aggregate and the mechanisms of its parts."""
+    """The budget of one aggregate, the mechanisms of its parts, the rows a unit keeps per group."""
 
     name: str
     aggregate: Aggregate
     epsilon: float | None
     rho: float | None
     parts: dict[str, Part]
+    max_rows: int = 1
 
 
 @dataclass(frozen=True)
@@ -112,8 +113,13 @@ def sensitivity(agg: Aggregate, part: str, max_rows: int) -> float:
     m = float(max_rows)
     if agg.kind == "count_units":
         return 1.0
-    if part in ("count", "counts", "value", "low", "high"):
+    if part in ("count", "counts"):
         return m
+    if part in _SELECTION_PARTS:
+        # u = -|rank - q·n|: a unit moves a rank by k in [0, m] and q·n by q·k, so |Δu| is at
+        # most m·max(q, 1-q) (McSherry & Talwar 2007, Def. of Δu; Smith 2011, Sec. 3).
+        assert agg.q is not None
+        return m * max(agg.q, 1 - agg.q)
     assert agg.bounds is not None
     lo, hi = agg.bounds
     r = (hi - lo) / 2
@@ -192,7 +198,7 @@ def _step(name: str, agg: Aggregate, eps: float | None, rho: float | None, k: in
         sens = sensitivity(agg, part, max_rows)
         parts[part] = Part(part, sens, _mechanism(part, sens, eps and eps * frac,
                                                   rho and rho * frac, k, unit))
-    return Step(name, agg, eps, rho, parts)
+    return Step(name, agg, eps, rho, parts, max_rows)
 
 
 def _mechanism(part: str, sens: float, eps: float | None, rho: float | None, k: int,

@@ -273,7 +273,7 @@ def half_width(step: Any, alpha: float, n: int) -> float:
                                       / max(n - w["count"], 1.0))))
 
     side = step.parts["low"]
-    slack = rank_slack(side.scale, QUANTILE_CELLS, a, int(side.sensitivity))
+    slack = rank_slack(side.scale, QUANTILE_CELLS, a, step.max_rows)
     return float(min(1.0, slack / max(n - w["count"], 1.0)))
 
 
