@@ -137,8 +137,7 @@ def _quantile(step: Step, exact: ExactAggregates, index: np.ndarray, present: np
     n_lo = n_hat - wn  # n >= n_lo with probability >= 1 - α/3
     for j, g in enumerate(index):
         sl = slice(starts[g], starts[g + 1]) if g >= 0 else slice(0, 0)
-        bounds = np.concatenate(([lo], lo + cell[sl] * width, [hi]))
-        ranks = np.concatenate(([0.0], np.cumsum(cnt[sl], dtype=np.float64)))
+        bounds, ranks = grid_intervals(lo, hi, width, cell[sl], cnt[sl])
         target = agg.q * ranks[-1]
         value[j] = _draw(step, "value", bounds, ranks, target, rng)
         # A draw aimed `slack` ranks below (above) the q·n-th value lands past it with
@@ -150,17 +149,31 @@ def _quantile(step: Step, exact: ExactAggregates, index: np.ndarray, present: np
     return Estimate(value, np.minimum(low, value), np.maximum(high, value))
 
 
-def _draw(step: Step, part: str, bounds: np.ndarray, ranks: np.ndarray, target: float,
-          rng: Rng) -> float:
-    """One draw of the continuous exponential mechanism aimed at rank `target` (Smith 2011).
+def grid_intervals(lo: float, hi: float, width: float, cell: np.ndarray, cnt: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Interval ends [lo, occupied grid values..., hi] and the rank (values below) of each."""
+    bounds = np.concatenate(([lo], lo + cell * width, [hi]))
+    return bounds, np.concatenate(([0.0], np.cumsum(cnt, dtype=np.float64)))
 
-    Interval i = [b_i, b_{i+1}] holds the points of rank ranks[i]; it is chosen with
-    probability ∝ width · exp(-|rank - target| / scale), then a point uniformly inside it.
-    `target` is q·n plus a public constant, so its sensitivity is that of q·n (plan.sensitivity).
+
+def interval_scores(bounds: np.ndarray, ranks: np.ndarray, target: float, scale: float
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Left ends, widths and scores -|rank - target| + scale·log(width) of the non-empty intervals.
+
+    Choosing interval i with probability ∝ exp(score_i / scale), then a point uniformly inside
+    it, is the continuous exponential mechanism with density ∝ exp(-|rank - target| / scale)
+    (Smith 2011, Sec. 3; McSherry & Talwar 2007 with the uniform base measure).
     """
-    mech = step.parts[part].mechanism
     widths = np.diff(bounds)
     ok = widths > 0
-    score = -np.abs(ranks[ok] - target) + mech.scale * np.log(widths[ok])
+    return bounds[:-1][ok], widths[ok], -np.abs(ranks[ok] - target) + scale * np.log(widths[ok])
+
+
+def _draw(step: Step, part: str, bounds: np.ndarray, ranks: np.ndarray, target: float,
+          rng: Rng) -> float:
+    """One draw aimed at rank `target`, which is q·n plus a public constant, so the utility's
+    sensitivity is that of q·n (plan.sensitivity); see interval_scores."""
+    mech = step.parts[part].mechanism
+    left, widths, score = interval_scores(bounds, ranks, target, mech.scale)
     i = mech.select_index(score, rng)
-    return float(bounds[:-1][ok][i] + rng.random() * widths[ok][i])
+    return float(left[i] + rng.random() * widths[i])
