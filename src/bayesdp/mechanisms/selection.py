@@ -27,7 +27,14 @@ def _scores(candidates: Sequence[Any], utilities: Any, losses: Any) -> np.ndarra
 
 
 class _Selection(Mechanism):
-    def __init__(self, epsilon: float, sensitivity: float, relation: Relation, unit: str) -> None:
+    def __init__(
+        self,
+        epsilon: float,
+        sensitivity: float = 1.0,
+        *,
+        relation: Relation = "add_remove",
+        unit: str = "row",
+    ) -> None:
         self.epsilon = check_positive("epsilon", epsilon)
         self.sensitivity = check_positive("sensitivity", sensitivity)
         self._guarantee = Guarantee(self.epsilon, 0.0, relation=relation, unit=unit, mechanism=self)
@@ -81,16 +88,6 @@ class Exponential(_Selection):
 
     noise = "exponential"
 
-    def __init__(
-        self,
-        epsilon: float,
-        sensitivity: float = 1.0,
-        *,
-        relation: Relation = "add_remove",
-        unit: str = "row",
-    ) -> None:
-        super().__init__(epsilon, sensitivity, relation, unit)
-
     def select_index(self, utilities: np.ndarray, rng: Rng) -> int:
         gaps = self._gaps(utilities)
         while True:
@@ -114,16 +111,6 @@ class ReportNoisyMax(_Selection):
     """
 
     noise = "report_noisy_max"
-
-    def __init__(
-        self,
-        epsilon: float,
-        sensitivity: float = 1.0,
-        *,
-        relation: Relation = "add_remove",
-        unit: str = "row",
-    ) -> None:
-        super().__init__(epsilon, sensitivity, relation, unit)
 
     def select_index(self, utilities: np.ndarray, rng: Rng) -> int:
         order = rng.permutation(utilities.size)
