@@ -166,7 +166,7 @@ class DuckDBEngine:
             f" FROM {kept} WHERE {v} IS NOT NULL GROUP BY ALL ORDER BY {order}__cell"
         ).df()
         # Sorted like `groups` (keys, NULLS LAST), then by cell: the group index is monotone.
-        return (_group_index(df, groups, req.keys), df["__cell"].to_numpy(np.int64),
+        return (group_index(df, groups, req.keys), df["__cell"].to_numpy(np.int64),
                 df["__count"].to_numpy(np.int64), int(df["__clip"].sum()))
 
     def _bins(self, kept: str, req: BoundingRequest, values: list[str], spec: Bins,
@@ -182,7 +182,7 @@ class DuckDBEngine:
             f" count(*) FILTER ({v} < {spec.edges[0]!r} OR {v} > {spec.edges[-1]!r}) AS __clip"
             f" FROM {kept} WHERE {v} IS NOT NULL GROUP BY ALL"
         ).df()
-        gi = _group_index(df, groups, req.keys)
+        gi = group_index(df, groups, req.keys)
         out = np.zeros((len(groups), len(spec.edges) - 1), dtype=np.int64)
         np.add.at(out, (gi, df["__bin"].to_numpy(np.int64)), df["__count"].to_numpy(np.int64))
         return out, int(df["__clip"].sum())
@@ -246,7 +246,7 @@ def _kept_sql(source: str, req: BoundingRequest, values: list[str]) -> str:
             f" WHERE {unit} IS NOT NULL AND {_in_list(req)} QUALIFY {keep})")
 
 
-def _group_index(df: pd.DataFrame, groups: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
+def group_index(df: pd.DataFrame, groups: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
     """Positions in `groups` of the key rows of `df` (every key of df is in groups)."""
     if not keys:
         return np.zeros(len(df), dtype=np.int64)

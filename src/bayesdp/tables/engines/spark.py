@@ -36,7 +36,7 @@ from bayesdp.tables.engines.base import (
     ExactAggregates,
     Measure,
 )
-from bayesdp.tables.engines.duckdb import _group_index, keyed_hashes
+from bayesdp.tables.engines.duckdb import group_index, keyed_hashes
 
 try:
     import pyarrow as pa
@@ -244,7 +244,7 @@ def _collect(pairs: DataFrame, req: BoundingRequest, values: list[str]) -> Exact
         df = _grouped(rows.where(v.isNotNull()).withColumn("__cell", cell.cast("long")),
                       (*req.keys, "__cell"), [F.count(F.lit(1)).alias("__count"),
                                                _count_if((v < spec.lo) | (v > spec.hi)).alias("__clip")])
-        gi = _group_index(df, groups, req.keys)
+        gi = group_index(df, groups, req.keys)
         order = np.lexsort((df["__cell"].to_numpy(), gi))
         cells[spec] = (gi[order], df["__cell"].to_numpy(np.int64)[order],
                        df["__count"].to_numpy(np.int64)[order])
@@ -259,7 +259,7 @@ def _collect(pairs: DataFrame, req: BoundingRequest, values: list[str]) -> Exact
         df = _grouped(rows.where(v.isNotNull()).withColumn("__bin", index),
                       (*req.keys, "__bin"), [F.count(F.lit(1)).alias("__count"),
                                               _count_if((v < lo) | (v > hi)).alias("__clip")])
-        gi = _group_index(df, groups, req.keys)
+        gi = group_index(df, groups, req.keys)
         out = np.zeros((len(groups), len(bspec.edges) - 1), dtype=np.int64)
         np.add.at(out, (gi, df["__bin"].to_numpy(np.int64)), df["__count"].to_numpy(np.int64))
         bins[bspec], clipped[bspec] = out, int(df["__clip"].sum())
