@@ -77,3 +77,10 @@ def test_null_units_are_counted():
     df = pd.DataFrame({"u": [1.0, None, None], "v": [1.0, 2.0, 3.0]})
     out = _engine(df).aggregate(BoundingRequest("u", (), 1, 1, 5))
     assert out.diagnostics.null_units == 2 and out.units.tolist() == [1]
+
+
+def test_a_row_with_a_null_unit_outside_the_keys_is_counted_once():
+    df = pd.DataFrame({"u": [1.0, None, 2.0], "g": ["a", "z", "z"], "v": [1.0, 1.0, 1.0]})
+    out = _engine(df).aggregate(BoundingRequest("u", ("g",), 1, 1, 5, public_keys=(("a",),)))
+    d = out.diagnostics
+    assert (d.rows, d.null_units, d.dropped_by_keys, d.dropped_by_bounding, d.kept_rows) == (3, 1, 1, 0, 1)

@@ -105,7 +105,7 @@ class DuckDBEngine:
         in_keys = _in_list(request)
         counts = self.sql(
             f"SELECT count(*), count(*) FILTER ({ident(request.unit)} IS NULL),"
-            f" count(*) FILTER (NOT ({in_keys})) FROM ({source})"
+            f" count(*) FILTER ({ident(request.unit)} IS NOT NULL AND NOT ({in_keys})) FROM ({source})"
         ).fetchall()[0]
         totals = tuple(int(c) for c in counts)
         if not request.cells and not request.bins:  # one pass: aggregate the kept rows directly

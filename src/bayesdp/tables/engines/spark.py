@@ -214,7 +214,7 @@ def _collect(pairs: DataFrame, req: BoundingRequest, values: list[str]) -> Exact
     totals = pairs.agg(
         F.coalesce(F.sum("__n"), F.lit(0)),
         F.coalesce(F.sum(F.when(F.col("__keep"), F.least("__n", m))), F.lit(0)),
-        F.coalesce(F.sum(F.when(~F.col("__in"), F.col("__n"))), F.lit(0)),
+        F.coalesce(F.sum(F.when(~F.col("__in") & F.col("__u").isNotNull(), F.col("__n"))), F.lit(0)),
         F.coalesce(F.sum(F.when(F.col("__u").isNull(), F.col("__n"))), F.lit(0)),
     ).collect()[0]
     rows_total, kept, by_keys, null_units = (int(x) for x in totals)
