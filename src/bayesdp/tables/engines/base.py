@@ -99,6 +99,22 @@ class ExactAggregates:
     diagnostics: Diagnostics
 
 
+def read_measures(
+    stats: pd.DataFrame, req: BoundingRequest, values: list[str]
+) -> tuple[dict[Measure, np.ndarray], dict[Measure | Cells | Bins, int], dict[str, int]]:
+    """Moments, clipped counts and null counts from an engine's per-group statistics.
+
+    Engines name the columns __n{i}, __s{i}, __q{i}, __c{i} for measure i (count, clipped sum,
+    clipped sum of squares, clipped values) and __null{j} for value column j.
+    """
+    moments = {m: stats[[f"__n{i}", f"__s{i}", f"__q{i}"]].to_numpy(np.float64)
+               for i, m in enumerate(req.measures)}
+    clipped: dict[Measure | Cells | Bins, int] = {
+        m: int(stats[f"__c{i}"].sum()) for i, m in enumerate(req.measures)}
+    nulls = {c: int(stats[f"__null{j}"].sum()) for j, c in enumerate(values)}
+    return moments, clipped, nulls
+
+
 class Engine(Protocol):
     """What bayesdp needs from a data engine."""
 

@@ -32,7 +32,7 @@ from bayesdp.tables.engines.base import (
     Cells,
     Diagnostics,
     ExactAggregates,
-    Measure,
+    read_measures,
 )
 
 _NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
@@ -131,12 +131,7 @@ class DuckDBEngine:
         stats_df = self.sql(f"SELECT {key_sel}{', '.join(cols)} FROM {kept} {group_by}").df()
         kept_rows = int(stats_df["__rows"].sum())
         groups = stats_df[list(req.keys)].reset_index(drop=True)
-        clipped: dict[Measure | Cells | Bins, int] = {}
-        moments = {}
-        for i, meas in enumerate(req.measures):
-            moments[meas] = stats_df[[f"__n{i}", f"__s{i}", f"__q{i}"]].to_numpy(np.float64)
-            clipped[meas] = int(stats_df[f"__c{i}"].sum())
-        nulls = {c: int(stats_df[f"__null{j}"].sum()) for j, c in enumerate(values)}
+        moments, clipped, nulls = read_measures(stats_df, req, values)
         cells = {}
         for spec in req.cells:
             gi, cell, cnt, n_clip = self._cells(kept, req, values, spec, groups)

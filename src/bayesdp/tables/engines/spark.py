@@ -35,6 +35,7 @@ from bayesdp.tables.engines.base import (
     Diagnostics,
     ExactAggregates,
     Measure,
+    read_measures,
 )
 from bayesdp.tables.engines.duckdb import group_index, keyed_hashes
 
@@ -230,12 +231,7 @@ def _collect(pairs: DataFrame, req: BoundingRequest, values: list[str]) -> Exact
         cols.append(_count_if(F.col(f"__v{j}").isNull()).alias(f"__null{j}"))
     stats = _grouped(rows, req.keys, cols)
     groups = stats[list(req.keys)].reset_index(drop=True)
-    clipped: dict[Measure | Cells | Bins, int] = {}
-    moments = {}
-    for i, meas in enumerate(req.measures):
-        moments[meas] = stats[[f"__n{i}", f"__s{i}", f"__q{i}"]].to_numpy(np.float64)
-        clipped[meas] = int(stats[f"__c{i}"].sum())
-    nulls = {c: int(stats[f"__null{j}"].sum()) for j, c in enumerate(values)}
+    moments, clipped, nulls = read_measures(stats, req, values)
     cells = {}
     for spec in req.cells:
         v = F.col(f"__v{values.index(spec.column)}")
