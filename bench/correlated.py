@@ -16,8 +16,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import platform
-import time
-import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
@@ -26,26 +24,14 @@ import numpy as np
 from bayesdp import rng_for_tests
 from bayesdp.correlated import MarkovChain, quilt_calibration
 from bayesdp.correlated.influence import Pairs, backward_term, forward_term, maxplus
+from timing import best_of, peak_bytes
 
 TARGET_EXACT_S = 2.0  # 10-state chain, T = 10^6 (issue 6)
 
 
-def best_cpu(run: Callable[[], Any], repeats: int) -> tuple[float, Any]:
-    best, out = float("inf"), None
-    for _ in range(repeats):
-        c0 = time.process_time()
-        out = run()
-        best = min(best, time.process_time() - c0)
-    return best, out
-
-
-def peak_bytes(run: Callable[[], Any]) -> int:
-    tracemalloc.start()
-    try:
-        run()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+def _cpu(run: Callable[[], Any], repeats: int) -> tuple[float, Any]:
+    cpu, _, out = best_of(run, repeats)
+    return cpu, out
 
 
 def dirichlet_chain(k: int, seed: int, sticky: float = 0.0) -> MarkovChain:
@@ -88,8 +74,8 @@ def main() -> None:
     print(f"{'T':>6} {'naive s':>9} {'bayesdp s':>10} {'ratio':>8} {'σ equal':>8}")
     chain = dirichlet_chain(10, 1)
     for length in (100, 200, 400):
-        t_naive, s_naive = best_cpu(lambda n=length: naive_sigma(chain, n, eps), 1)
-        t_ours, cal = best_cpu(lambda n=length: quilt_calibration(chain, n, eps), args.repeats)
+        t_naive, s_naive = _cpu(lambda n=length: naive_sigma(chain, n, eps), 1)
+        t_ours, cal = _cpu(lambda n=length: quilt_calibration(chain, n, eps), args.repeats)
         same = abs(cal.sigma - s_naive) <= 1e-12 * s_naive
         print(f"{length:>6} {t_naive:>9.3f} {t_ours:>10.4f} {t_naive / t_ours:>8.0f} {same!s:>8}")
 
@@ -100,10 +86,10 @@ def main() -> None:
         print(f"{'T':>8} {'σ exact':>9} {'exact s':>8} {'BDP s':>8} {'approx s':>9} {'σ approx':>9} "
               f"{'peak MB':>8}")
         for length in lengths:
-            t_ex, cal = best_cpu(lambda n=length, m=model: quilt_calibration(m, n, eps), args.repeats)
-            t_bdp, _ = best_cpu(lambda n=length, m=model: quilt_calibration(m, n, eps, notion="bdp"),
+            t_ex, cal = _cpu(lambda n=length, m=model: quilt_calibration(m, n, eps), args.repeats)
+            t_bdp, _ = _cpu(lambda n=length, m=model: quilt_calibration(m, n, eps, notion="bdp"),
                                 args.repeats)
-            t_ap, apx = best_cpu(
+            t_ap, apx = _cpu(
                 lambda n=length, m=model: quilt_calibration(m, n, eps, method="approx"), args.repeats)
             mem = peak_bytes(lambda n=length, m=model: quilt_calibration(m, n, eps))
             print(f"{length:>8} {cal.sigma:>9.3f} {t_ex:>8.3f} {t_bdp:>8.3f} {t_ap:>9.4f} "
@@ -116,7 +102,7 @@ def main() -> None:
               (("stationary", "stationary"), ("worst", "worst"),
                ("given", rng_for_tests(4).dirichlet(np.ones(10))))}
     for length in lengths:
-        times = [best_cpu(lambda n=length, m=m: quilt_calibration(m, n, eps), args.repeats)[0]
+        times = [_cpu(lambda n=length, m=m: quilt_calibration(m, n, eps), args.repeats)[0]
                  for m in starts.values()]
         mem = peak_bytes(lambda n=length: quilt_calibration(starts["given"], n, eps))
         print(f"{length:>8} {times[0]:>13.3f} {times[1]:>8.3f} {times[2]:>8.3f} "
@@ -128,14 +114,14 @@ def main() -> None:
     exact_10 = None
     for k in (2, 5, 10, 20, 50):
         model = dirichlet_chain(k, 3)
-        t_ex, cal = best_cpu(lambda m=model: quilt_calibration(m, top, eps), args.repeats)
-        t_ap, _ = best_cpu(lambda m=model: quilt_calibration(m, top, eps, method="approx"),
+        t_ex, cal = _cpu(lambda m=model: quilt_calibration(m, top, eps), args.repeats)
+        t_ap, _ = _cpu(lambda m=model: quilt_calibration(m, top, eps, method="approx"),
                            args.repeats)
         mem = peak_bytes(lambda m=model: quilt_calibration(m, top, eps))
         print(f"{k:>4} {cal.sigma:>9.3f} {t_ex:>8.3f} {t_ap:>9.4f} {mem / 2**20:>8.2f}")
         if k == 10:
             exact_10 = t_ex
-    sticky_t, _ = best_cpu(lambda: quilt_calibration(dirichlet_chain(10, 2, 0.9), top, eps),
+    sticky_t, _ = _cpu(lambda: quilt_calibration(dirichlet_chain(10, 2, 0.9), top, eps),
                            args.repeats)
     worst = max(exact_10 or 0.0, sticky_t)
     verdict = "meets" if worst < TARGET_EXACT_S and top == 10**6 else "misses"

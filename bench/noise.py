@@ -17,43 +17,16 @@ import argparse
 import datetime
 import platform
 import resource
-import time
-import tracemalloc
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 import bayesdp
+from timing import best_of, peak_bytes
 
 GB = 2**30
 TARGET_VS_NUMPY = 3.0
 TARGET_VS_OPENDP = 100.0
-
-
-def best_time(run: Callable[[], Any], repeats: int) -> tuple[float, float, Any]:
-    """Fastest CPU time and fastest wall time of `repeats` runs, and the last result.
-
-    The machine is shared, so wall times include waiting for a core; the process's CPU time
-    does not, and the ratios are taken on it (every implementation here runs on one thread).
-    """
-    cpu, wall, out = float("inf"), float("inf"), None
-    for _ in range(repeats):
-        c0, w0 = time.process_time(), time.perf_counter()
-        out = run()
-        cpu = min(cpu, time.process_time() - c0)
-        wall = min(wall, time.perf_counter() - w0)
-    return cpu, wall, out
-
-
-def peak_bytes(run: Callable[[], Any]) -> int:
-    """Peak traced allocation while `run` executes (its result included)."""
-    tracemalloc.start()
-    tracemalloc.reset_peak()
-    run()
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    return peak
 
 
 def opendp_measurements(scale: float) -> dict[str, Any]:
@@ -114,16 +87,16 @@ def main() -> int:
     failed = []
     for name, mech in mechs.items():
         scale = mech.scale
-        t_bdp, w_bdp, y = best_time(lambda m=mech: m.release(x), args.repeats)
+        t_bdp, w_bdp, y = best_of(lambda m=mech: m.release(x), args.repeats)
         print(f"  bayesdp {name}: {check_noise(name, x, y, mech.grid, expected_sd[name] * scale)}")
         del y
         peak = peak_bytes(lambda m=mech: m.release(x))
-        t_np, w_np, y = best_time(lambda f=numpy_noise[name], s=scale: f(s), args.repeats)
+        t_np, w_np, y = best_of(lambda f=numpy_noise[name], s=scale: f(s), args.repeats)
         print(f"  numpy {name}: {check_noise(name, x, y, None, expected_sd[name] * scale)}")
         del y
         odp = opendp_measurements(scale)[name]
         part = x[:n_odp]
-        t_odp_part, w_odp_part, y = best_time(lambda o=odp, p=part: o(p), 1)
+        t_odp_part, w_odp_part, y = best_of(lambda o=odp, p=part: o(p), 1)
         print(f"  opendp {name}: {check_noise(name, part, y, None, expected_sd[name] * scale)}")
         del y
         t_odp = t_odp_part * n / n_odp

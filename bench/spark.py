@@ -29,10 +29,11 @@ import os
 import platform
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from timing import best_of
 
 BENCH = Path(__file__).resolve().parent
 CACHE = BENCH.parent / "out" / "bench-spark"
@@ -42,13 +43,9 @@ BOUNDS = (0.0, 100.0)
 
 
 def best_time(run: Callable[[], Any], runs: int) -> tuple[float, Any]:
-    """Fastest wall time of `runs` runs (the machine is shared: the minimum is least disturbed)."""
-    best, out = float("inf"), None
-    for _ in range(runs):
-        start = time.perf_counter()
-        out = run()
-        best = min(best, time.perf_counter() - start)
-    return best, out
+    """Fastest wall time of `runs` runs (Spark works in other processes, so CPU time is not it)."""
+    _, wall, out = best_of(run, runs)
+    return wall, out
 
 
 def events_file(rows: int) -> Path:

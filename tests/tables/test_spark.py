@@ -12,6 +12,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+from test_release import AGGS  # the same aggregates as the DuckDB release tests
 
 import bayesdp.tables as bdp
 from bayesdp import rng_for_tests
@@ -25,15 +26,6 @@ pytestmark = pytest.mark.spark
 MEASURE = Measure("revenue", 1.0, 100.0)  # lo > 0: a null must not count as lo in the sums
 CELLS = Cells("revenue", 1.0, 100.0, QUANTILE_CELLS)
 BINS = Bins("revenue", (0.0, 10.0, 50.0, 100.0))
-AGGS = {
-    "users": bdp.count_units(),
-    "rows": bdp.count(),
-    "revenue": bdp.sum("revenue", bounds=(0, 100)),
-    "avg": bdp.mean("revenue", bounds=(0, 100)),
-    "sd": bdp.std("revenue", bounds=(0, 100)),
-    "p50": bdp.quantile("revenue", 0.5, bounds=(0, 100)),
-    "hist": bdp.histogram("revenue", bins=[0, 10, 50, 100]),
-}
 
 
 @pytest.fixture(scope="module")
