@@ -10,7 +10,8 @@ from scipy.optimize import nnls
 from scipy.stats import norm
 
 from bayesdp.errors import DataError, check_open_unit, check_positive, check_positive_int
-from bayesdp.noise import Rng, discrete_laplace, grid_for, resolve_rng, snap, unsnap
+from bayesdp.mechanisms import Laplace
+from bayesdp.noise import Rng
 from bayesdp.privacy import Guarantee
 from bayesdp.synth.density import PrivateDensity, as_bounds, as_points, clip_to
 
@@ -110,8 +111,8 @@ def perturb_records(
 ) -> PerturbedRecords:
     """Release every record plus Laplace((hi − lo)/ε) noise: each record ε-DP (W&Z Example 2.1, Lemma 2.6(3)).
 
-    The noise is exact discrete Laplace on the power-of-two grid, the rounding paid in the
-    sensitivity (Δ + g). A seeded `rng` is for tests only.
+    The noise is bayesdp's Laplace mechanism (exact discrete Laplace on the power-of-two grid).
+    A seeded `rng` is for tests only.
     """
     eps = check_positive("epsilon", epsilon)
     x = as_points(values, "values")
@@ -119,12 +120,8 @@ def perturb_records(
         raise DataError(f"perturb_records takes one value per record; got {x.shape[1]} columns")
     (lo, hi), = as_bounds(bounds, 1)
     x, clipped = clip_to(x, [(lo, hi)])
-    width = hi - lo
-    grid = grid_for(width / eps)
-    scale = (width + grid) / eps
-    g = resolve_rng(rng)
-    z = unsnap(snap(x[:, 0], grid) + discrete_laplace(scale / grid, x.shape[0], g), grid)
+    mech = Laplace(eps, hi - lo, relation="replace_one")
     return PerturbedRecords(
-        values=z, bounds=(lo, hi), noise_scale=scale,
-        guarantee=Guarantee(eps, relation="replace_one"), clipped=clipped,
+        values=mech.release(x[:, 0], rng=rng), bounds=(lo, hi), noise_scale=mech.scale,
+        guarantee=mech.guarantee, clipped=clipped,
     )
