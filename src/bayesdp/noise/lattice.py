@@ -33,8 +33,9 @@ def grid_for(scale: float, sensitivity: float | None = None) -> float:
 
 def snap(values: np.ndarray, grid: float) -> np.ndarray:
     """Round to the nearest multiple of `grid`, as int64 multiples; refuses values too large for the grid."""
-    q = np.rint(np.asarray(values, dtype=np.float64) / grid)
-    if q.size and np.max(np.abs(q)) >= _LIMIT:
+    q = np.asarray(values, dtype=np.float64) / grid
+    np.rint(q, out=q)
+    if q.size and max(q.max(), -q.min()) >= _LIMIT:
         worst = float(np.max(np.abs(values)))
         raise DataError(
             f"value {worst!r} is too large for the noise grid {grid!r}: |value| must be below "
