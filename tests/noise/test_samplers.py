@@ -12,7 +12,17 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bayesdp.noise import bernoulli_exp, discrete_gaussian, discrete_laplace, rng_for_tests, samplers
+from bayesdp.errors import DataError
+from bayesdp.noise import (
+    bernoulli_exp,
+    discrete_gaussian,
+    discrete_laplace,
+    rng_for_tests,
+    samplers,
+    snap,
+    snap_add,
+    unsnap,
+)
 
 FALSE_FAILURE = 1e-7
 
@@ -101,8 +111,10 @@ def test_discrete_gaussian_huge_sigma_by_normal_bins() -> None:
     assert statistic < stats.chi2.ppf(1 - FALSE_FAILURE, probs.size - 1)
 
 
-def test_exact_path_gaussian(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(samplers, "TOLERANCE", 1e9)
+@pytest.mark.parametrize("knob", ["TOLERANCE", "_BERNOULLI_MARGIN"])
+def test_exact_path_gaussian(monkeypatch: pytest.MonkeyPatch, knob: str) -> None:
+    """Every proposal's magnitude, or every acceptance test, settled by the exact path alone."""
+    monkeypatch.setattr(samplers, knob, 1e9)
     draws = discrete_gaussian(1.5, 3_000, rng_for_tests(17))
     support = np.arange(-15, 16)
     statistic, limit = chi_square_ok(draws, support, dgauss_pmf(1.5, support))
@@ -121,7 +133,7 @@ def test_bernoulli_exp_rate(gamma: float) -> None:
 
 
 def test_bernoulli_exp_exact_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(samplers, "TOLERANCE", 1e9)
+    monkeypatch.setattr(samplers, "_BERNOULLI_MARGIN", np.float32(2.0))
     n = 4_000
     hits = int(bernoulli_exp(np.full(n, 0.7), rng_for_tests(19)).sum())
     p = math.exp(-0.7)
@@ -132,3 +144,18 @@ def test_same_seed_same_draws() -> None:
     a = discrete_laplace(3.0, 1000, rng_for_tests(5))
     b = discrete_laplace(3.0, 1000, rng_for_tests(5))
     assert np.array_equal(a, b)
+
+
+def test_snap_add_equals_snap_then_unsnap() -> None:
+    """The fused release step is the three-step lattice arithmetic bit for bit, including huge steps."""
+    rng = rng_for_tests(21)
+    values = np.concatenate([rng.normal(0, 1e3, 10_000), [0.5, -0.5, 1.5, 2.0**40 + 0.5]])
+    noise = rng.integers(-(2**60), 2**60, values.size)
+    grid = 2.0**-20
+    expected = unsnap(snap(values, grid) + noise, grid)
+    assert np.array_equal(snap_add(values, noise.copy(), grid), expected)
+
+
+def test_snap_add_refuses_values_beyond_the_grid() -> None:
+    with pytest.raises(DataError, match="too large for the noise grid"):
+        snap_add(np.array([1.0, 2.0**70]), np.zeros(2, dtype=np.int64), 1.0)

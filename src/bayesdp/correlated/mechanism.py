@@ -14,7 +14,7 @@ from bayesdp.correlated.influence import check_notion
 from bayesdp.correlated.network import BayesianNetwork
 from bayesdp.errors import DataError, check_open_unit, check_positive, check_positive_int, invalid
 from bayesdp.mechanisms import dlap_quantile
-from bayesdp.noise import Rng, discrete_laplace, grid_for, resolve_rng, snap, unsnap
+from bayesdp.noise import Rng, discrete_laplace, grid_for, resolve_rng, snap_add
 from bayesdp.privacy import Guarantee
 
 _NOTION_WORDS = {
@@ -177,7 +177,7 @@ class MarkovQuiltMechanism:
         """Noisy state histogram of one sequence or many (people, each a chain)."""
         counts = self.histogram(sequences)
         on_grid = self.grid <= 1.0  # integer counts are exact multiples of a grid ≤ 1
-        return self._noisy(snap(counts, self.grid), self.steps(counts.size, on_grid), rng)
+        return self._noisy(counts, self.steps(counts.size, on_grid), rng)
 
     __call__ = release
 
@@ -186,11 +186,10 @@ class MarkovQuiltMechanism:
         x = np.asarray(values, dtype=np.float64).ravel()
         if x.size == 0 or not np.all(np.isfinite(x)):
             raise DataError("values must be a non-empty vector of finite numbers")
-        return self._noisy(snap(x, self.grid), self.steps(x.size, False), rng)
+        return self._noisy(x, self.steps(x.size, False), rng)
 
-    def _noisy(self, steps: np.ndarray, scale: float, rng: Rng | None) -> np.ndarray:
-        noise = discrete_laplace(scale, steps.size, resolve_rng(rng))
-        return np.asarray(unsnap(steps + noise, self.grid))
+    def _noisy(self, values: np.ndarray, scale: float, rng: Rng | None) -> np.ndarray:
+        return snap_add(values, discrete_laplace(scale, values.size, resolve_rng(rng)), self.grid)
 
     def interval(self, alpha: float = 0.05, size: int | None = None) -> float:
         """Half-width w with P(|noise| ≤ w) ≥ 1 − α for each histogram entry (exact for the

@@ -16,7 +16,7 @@ from scipy.special import ndtr, ndtri
 from bayesdp.errors import InvalidParameter, check_delta, check_positive, invalid
 from bayesdp.mechanisms.base import Mechanism, as_array, as_integers, check_alpha, shaped
 from bayesdp.mechanisms.laplace import grid_steps
-from bayesdp.noise import Rng, discrete_gaussian, grid_for, resolve_rng, snap, unsnap
+from bayesdp.noise import Rng, discrete_gaussian, grid_for, resolve_rng, snap_add
 from bayesdp.privacy import Guarantee, Relation
 
 # Below this σ the discrete Gaussian's tails are summed exactly; above it, by the midpoint rule.
@@ -164,9 +164,8 @@ class Gaussian(_GaussianBase):
 
     def release(self, values: Any, rng: Rng | None = None) -> Any:
         x = as_array(values)
-        steps = snap(x.ravel(), self.grid)
-        steps += discrete_gaussian(self.sigma_steps, steps.size, resolve_rng(rng))
-        return shaped(unsnap(steps, self.grid), values)
+        noise = discrete_gaussian(self.sigma_steps, x.size, resolve_rng(rng))
+        return shaped(snap_add(x.ravel(), noise, self.grid), values)
 
     def interval(self, alpha: float = 0.05) -> float:
         """Half-width w with P(|output - value| <= w) >= 1 - α (noise plus at most g/2 of rounding)."""

@@ -9,7 +9,7 @@ import numpy as np
 
 from bayesdp.errors import check_positive
 from bayesdp.mechanisms.base import Mechanism, as_array, as_integers, check_alpha, shaped
-from bayesdp.noise import Rng, discrete_laplace, grid_for, resolve_rng, snap, unsnap
+from bayesdp.noise import Rng, discrete_laplace, grid_for, resolve_rng, snap_add
 from bayesdp.privacy import Guarantee, Relation
 
 
@@ -60,9 +60,8 @@ class Laplace(Mechanism):
 
     def release(self, values: Any, rng: Rng | None = None) -> Any:
         x = as_array(values)
-        steps = snap(x.ravel(), self.grid)
-        steps += discrete_laplace(self.steps, steps.size, resolve_rng(rng))
-        return shaped(unsnap(steps, self.grid), values)
+        noise = discrete_laplace(self.steps, x.size, resolve_rng(rng))
+        return shaped(snap_add(x.ravel(), noise, self.grid), values)
 
     def interval(self, alpha: float = 0.05) -> float:
         """Half-width w with P(|output - value| <= w) >= 1 - α (noise plus at most g/2 of rounding)."""

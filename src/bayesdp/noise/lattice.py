@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from bayesdp.errors import DataError
+from bayesdp.noise import kernels
 
 GRID_BITS = 20
 _LIMIT = 2.0**62
@@ -35,13 +36,30 @@ def snap(values: np.ndarray, grid: float) -> np.ndarray:
     """Round to the nearest multiple of `grid`, as int64 multiples; refuses values too large for the grid."""
     q = np.asarray(values, dtype=np.float64) / grid
     np.rint(q, out=q)
-    if q.size and max(q.max(), -q.min()) >= _LIMIT:
+    if q.size:
+        _check_steps(max(q.max(), -q.min()), values, grid)
+    return q.astype(np.int64)
+
+
+def snap_add(values: np.ndarray, noise: np.ndarray, grid: float) -> np.ndarray:
+    """unsnap(snap(values, grid) + noise, grid) in one pass; the int64 `noise` buffer receives the result.
+
+    Equal to the three steps bit for bit: the integer sum is formed in int64 and rounded to float64
+    once, and ·g is exact.
+    """
+    x = np.ascontiguousarray(values, dtype=np.float64)
+    out = noise.view(np.float64)  # each entry is read before it is overwritten
+    _check_steps(kernels.snap_add(x, noise, grid, out), x, grid)
+    return out
+
+
+def _check_steps(largest: float, values: np.ndarray, grid: float) -> None:
+    if largest >= _LIMIT:
         worst = float(np.max(np.abs(values)))
         raise DataError(
             f"value {worst!r} is too large for the noise grid {grid!r}: |value| must be below "
             f"{_LIMIT * grid:.6g} (2^62 grid steps); rescale the data or raise the noise scale"
         )
-    return q.astype(np.int64)
 
 
 def unsnap(steps: np.ndarray, grid: float) -> np.ndarray:

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from bayesdp.errors import DataError, check_positive, check_positive_int
-from bayesdp.noise import Rng, discrete_laplace, grid_for, resolve_rng, snap, unsnap
+from bayesdp.noise import Rng, discrete_laplace, grid_for, resolve_rng, snap_add
 from bayesdp.privacy import Guarantee
 from bayesdp.synth.density import PrivateDensity, as_bounds, as_points, clip_to
 
@@ -48,7 +48,7 @@ def series_density(
     grid = grid_for(sens / eps)
     scale_steps = (sens + m * grid) / eps / grid
     g = resolve_rng(rng)
-    noisy = unsnap(snap(beta, grid) + discrete_laplace(scale_steps, m, g), grid)
+    noisy = snap_add(beta, discrete_laplace(scale_steps, m, g), grid)
     mid = (np.arange(RESOLUTION) + 0.5) / RESOLUTION
     f = np.maximum(1.0 + cosine_basis(mid, m) @ noisy, 0.0)
     total = f.sum()

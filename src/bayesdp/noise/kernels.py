@@ -1,0 +1,100 @@
+"""Compiled inner loops of the exact samplers: one pass per block of uniform words, no temporaries.
+
+Each kernel turns words into integers exactly as the float path in `samplers.py` describes and
+flags the draws whose float computation falls inside its error margin; the caller settles those
+exactly (`exact.py`). The kernels only read the words they are given: all randomness comes from
+the caller's generator. They write every draw and a flag instead of branching on the outcome,
+because a branch that is taken at random costs more than the arithmetic.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+_MASK63 = np.uint64(2**63 - 1)
+_SHIFT63 = np.uint64(63)
+# Words below 2^32 (U < 2^-31) always take the exact path; this also keeps ln 0 out.
+_SMALL_WORD = np.uint64(2**32)
+_TWO63 = 2.0**-63
+_TWO32 = 2.0**-32
+
+# Flags of a discrete Gaussian proposal; anything above ACCEPTED needs the exact path.
+REJECTED, ACCEPTED, AMBIGUOUS_TEST, AMBIGUOUS_MAGNITUDE = 0, 1, 2, 4
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _magnitude(word: np.uint64, shift: float, t: float, tolerance: float) -> tuple[int, np.bool_]:
+    """|Z| = floor(-(ln U + shift)·t) from the low 63 bits (exact.geometric_magnitude); is it ambiguous?
+
+    U lies in [u, u+1)·2^-63, so the word's width moves ln U by at most 1/u; rounding u, log,
+    the sum and the product move r by a few ulp of t·(1 + |ln U|). A draw is settled here only
+    when r is farther than t/u + tolerance·(1 + t·(1 + |ln U|)) from an integer, with
+    tolerance (1e-14) twenty times the float bound.
+    """
+    u = word & _MASK63
+    ln = math.log(float(u) * _TWO63)
+    r = -(ln + shift) * t
+    m = math.floor(r)
+    f = r - m
+    margin = t / float(u) + tolerance * (1.0 + t * (1.0 - ln))
+    return m, (u < _SMALL_WORD) | (f < margin) | (f > 1.0 - margin)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _signed(m: int, word: np.uint64) -> np.int64:
+    """m with the sign of the word's top bit, branch-free: (m XOR s) - s with s = 0 or -1."""
+    s = -np.int64(word >> _SHIFT63)
+    return (np.int64(m) ^ s) - s
+
+
+@njit(cache=True, nogil=True)
+def discrete_laplace_block(values, ambiguous, words, shift, t, tolerance):  # type: ignore[no-untyped-def]
+    """One two-sided geometric draw per word into `values`; `ambiguous` marks those to settle exactly."""
+    for i in range(words.size):
+        m, ambiguous[i] = _magnitude(words[i], shift, t, tolerance)
+        values[i] = _signed(m, words[i])
+
+
+@njit(cache=True, nogil=True)
+def discrete_gaussian_block(  # type: ignore[no-untyped-def]
+    values, flags, words, bits, shift, t, tolerance, center, inv_two_s2, bernoulli_margin
+):
+    """CKS 2020 Alg. 3 proposals: discrete Laplace y, kept with probability exp(-(|y| - σ²/t)²/(2σ²)).
+
+    The acceptance test compares the 32-bit uniform bits[i]·2^-32 with e^{-γ} in float64, with the
+    margin of `samplers.bernoulli_exp` (1e-6 absolute, far above the word's width 2^-32 and the
+    float error here).
+    """
+    for i in range(words.size):
+        m, ambiguous = _magnitude(words[i], shift, t, tolerance)
+        g = m - center
+        d = bits[i] * _TWO32 - math.exp(-(g * g * inv_two_s2))
+        values[i] = _signed(m, words[i])
+        test_ambiguous = abs(d) <= bernoulli_margin
+        flags[i] = np.uint8(d < 0.0) | (np.uint8(test_ambiguous) << 1) | (np.uint8(ambiguous) << 2)
+
+
+@njit(cache=True, nogil=True)
+def compact_accepted(out, filled, values, flags):  # type: ignore[no-untyped-def]
+    """Append the accepted proposals, in order, to out[filled:] until it is full; return the new fill."""
+    for i in range(values.size):
+        if filled == out.size:
+            break
+        out[filled] = values[i]
+        filled += np.int64(flags[i] == ACCEPTED)
+    return filled
+
+
+@njit(cache=True, nogil=True)
+def snap_add(values, noise, grid, out):  # type: ignore[no-untyped-def]
+    """out = (rint(values/g) + noise)·g (`lattice.snap_add`); returns the largest |rint(values/g)|."""
+    largest = 0.0
+    for i in range(values.size):
+        q = np.rint(values[i] / grid)
+        largest = max(largest, abs(q))
+        # The sum in int64, rounded to float64 once: a function of the exact integer sum only.
+        out[i] = float(np.int64(q) + noise[i]) * grid
+    return largest
