@@ -22,6 +22,22 @@ def best_of(run: Callable[[], Any], repeats: int) -> tuple[float, float, Any]:
     return cpu, wall, out
 
 
+def paired(run_a: Callable[[], Any], run_b: Callable[[], Any], repeats: int) -> tuple[float, float, float]:
+    """Best CPU time of each and the median of the per-round ratios a/b, the two run alternately.
+
+    Alternating rounds share the machine's load, so the median paired ratio drifts less than the
+    ratio of two bests taken minutes apart.
+    """
+    ta, tb = [], []
+    for _ in range(repeats):
+        for run, times in ((run_a, ta), (run_b, tb)):
+            c0 = time.process_time()
+            run()
+            times.append(time.process_time() - c0)
+    ratios = sorted(a / b for a, b in zip(ta, tb, strict=True))
+    return min(ta), min(tb), ratios[len(ratios) // 2]
+
+
 def peak_bytes(run: Callable[[], Any]) -> int:
     """Peak traced allocation while `run` executes (its result included)."""
     tracemalloc.start()
