@@ -10,7 +10,7 @@ from scipy import stats
 
 import bayesdp.tables as bdp
 from bayesdp import rng_for_tests
-from bayesdp.errors import BudgetExceeded
+from bayesdp.errors import BudgetExceeded, DataError
 
 AGGS = {
     "users": bdp.count_units(),
@@ -144,3 +144,31 @@ def test_preview_reads_no_data(events):
     assert p.loc[0, "units_to_keep_group_50%"] > 100_000
     fine = q.preview(epsilon=5.0, delta=1e-6, group_size=10_000)
     assert fine.loc[0, "half_width"] < 1.0
+
+
+@pytest.mark.slow
+def test_a_file_larger_than_the_memory_limit_streams(tmp_path):
+    """DuckDB capped at 64 MB bounds, aggregates and ranks 5M rows by spilling to disk, and releases
+    what the uncapped run releases. In memory a row is 32 bytes (BIGINT, inline VARCHAR, DOUBLE):
+    the rows the bounding sort must hold take twice the limit."""
+    path = tmp_path / "big.parquet"
+    duckdb.sql(f"""COPY (SELECT i // 3 AS user_id, 'c' || (i * 7 % 11) AS campaign,
+                   (i * 37 % 1000) / 10.0 AS revenue FROM range(5000000) t(i))
+                   TO '{path}' (FORMAT parquet)""")
+    limit = 64 * 2**20
+    capped = duckdb.connect(config={"memory_limit": f"{limit}B", "threads": 1,
+                                    "temp_directory": str(tmp_path / "spill")})
+
+    def run(con):
+        t = bdp.table(str(path), privacy_unit="user_id", connection=con)
+        q = t.group_by("campaign").agg(rows=bdp.count(), avg=bdp.mean("revenue", bounds=(0, 100)),
+                                       p50=bdp.quantile("revenue", 0.5, bounds=(0, 100)))
+        return q.release(epsilon=1.0, delta=1e-6, max_groups_per_unit=2, rng=rng_for_tests(3))
+
+    no_spill = duckdb.connect(config={"memory_limit": f"{limit}B", "threads": 1, "temp_directory": ""})
+    with pytest.raises(DataError, match="Out of Memory"):  # the limit binds: it must spill
+        run(no_spill)
+    small = run(capped)
+    assert small.diagnostics.rows == 5_000_000 and small.diagnostics.rows * 32 >= 2 * limit
+    assert len(small.to_pandas()) == 11
+    pd.testing.assert_frame_equal(small.to_pandas(), run(duckdb.connect()).to_pandas(), rtol=1e-9)
