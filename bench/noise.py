@@ -4,7 +4,7 @@ numpy's `Generator.laplace` / `normal` (PCG64, floating-point noise that leaks t
 bits, Mironov 2012) is the speed limit; OpenDP's `make_laplace` / `make_gaussian` (exact, secure)
 is the anchor. bayesdp draws from its default OS-seeded CSPRNG. Run with the bench venv:
 
-    .venv-bench/bin/python bench/noise.py [--n 10000000] [--opendp-n 1000000] [--repeats 3]
+    .venv-bench/bin/python bench/noise.py [--n 10000000] [--opendp-n 1000000] [--repeats 7]
 
 OpenDP costs tens of µs per value, so it is timed on `--opendp-n` values and scaled linearly to
 `--n` (the output says so). Peak memory of the bayesdp releases is measured with tracemalloc
