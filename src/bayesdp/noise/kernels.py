@@ -19,7 +19,7 @@ _SHIFT63 = np.uint64(63)
 # Words below 2^32 (U < 2^-31) always take the exact path; this also keeps ln 0 out.
 _SMALL_WORD = np.uint64(2**32)
 _TWO63 = 2.0**-63
-_TWO32 = 2.0**-32
+_TWO32 = np.float32(2.0**-32)
 
 # Flags of a discrete Gaussian proposal; anything above ACCEPTED needs the exact path.
 REJECTED, ACCEPTED, AMBIGUOUS_TEST, AMBIGUOUS_MAGNITUDE = 0, 1, 2, 4
@@ -59,22 +59,24 @@ def discrete_laplace_block(values, ambiguous, words, shift, t, tolerance):  # ty
 
 
 @njit(cache=True, nogil=True)
-def discrete_gaussian_block(  # type: ignore[no-untyped-def]
-    values, flags, words, bits, shift, t, tolerance, center, inv_two_s2, bernoulli_margin
-):
-    """CKS 2020 Alg. 3 proposals: discrete Laplace y, kept with probability exp(-(|y| - σ²/t)²/(2σ²)).
-
-    The acceptance test compares the 32-bit uniform bits[i]·2^-32 with e^{-γ} in float64, with the
-    margin of `samplers.bernoulli_exp` (1e-6 absolute, far above the word's width 2^-32 and the
-    float error here).
-    """
+def gaussian_proposals(values, log_accept, ambiguous, words, shift, t, tolerance, center, inv_two_s2):  # type: ignore[no-untyped-def]
+    """CKS 2020 Alg. 3 proposals: discrete Laplace y into `values`, and -(|y| - σ²/t)²/(2σ²), the log
+    of its acceptance probability, into `log_accept` as float32 for numpy's vectorized exp."""
     for i in range(words.size):
-        m, ambiguous = _magnitude(words[i], shift, t, tolerance)
+        m, ambiguous[i] = _magnitude(words[i], shift, t, tolerance)
         g = m - center
-        d = bits[i] * _TWO32 - math.exp(-(g * g * inv_two_s2))
+        log_accept[i] = np.float32(-(g * g * inv_two_s2))
         values[i] = _signed(m, words[i])
+
+
+@njit(cache=True, nogil=True)
+def gaussian_acceptance(flags, accept, ambiguous, bits, bernoulli_margin):  # type: ignore[no-untyped-def]
+    """Flags of the proposals: the 32-bit uniform bits[i]·2^-32 against the float32 acceptance
+    probability, with the margin and reasoning of `samplers.bernoulli_exp`."""
+    for i in range(bits.size):
+        d = np.float32(bits[i]) * _TWO32 - accept[i]
         test_ambiguous = abs(d) <= bernoulli_margin
-        flags[i] = np.uint8(d < 0.0) | (np.uint8(test_ambiguous) << 1) | (np.uint8(ambiguous) << 2)
+        flags[i] = np.uint8(d < 0.0) | (np.uint8(test_ambiguous) << 1) | (np.uint8(ambiguous[i]) << 2)
 
 
 @njit(cache=True, nogil=True)

@@ -106,17 +106,21 @@ def discrete_gaussian(sigma: float, size: int, rng: Rng) -> np.ndarray:
     tau = math.floor(sigma) + 1
     center = s2 / tau
     bernoulli_margin = float(_BERNOULLI_MARGIN)
-    constants = (_shift(tau), float(tau), TOLERANCE, float(center), 1.0 / float(2 * s2), bernoulli_margin)
+    constants = (_shift(tau), float(tau), TOLERANCE, float(center), 1.0 / float(2 * s2))
     out = np.empty(n, dtype=np.int64)
     values = np.empty(_BLOCK, dtype=np.int64)
+    accept = np.empty(_BLOCK, dtype=np.float32)
+    ambiguous = np.empty(_BLOCK, dtype=np.bool_)
     flags = np.empty(_BLOCK, dtype=np.uint8)
     filled = 0
     while filled < n:
         # About 1.32 proposals per value (acceptance about 76%); at most a block at a time.
         m = min(int((n - filled) * 1.33) + 64, _BLOCK)
-        words = uint64(rng, m)
-        bits = uint64(rng, (m + 1) // 2).view(np.uint32)
-        kernels.discrete_gaussian_block(values, flags, words, bits, *constants)
+        raw = uint64(rng, m + (m + 1) // 2)
+        words, bits = raw[:m], raw[m:].view(np.uint32)[:m]
+        kernels.gaussian_proposals(values, accept, ambiguous, words, *constants)
+        np.exp(accept[:m], out=accept[:m])  # numpy's exp is vectorized; within a few float32 ulp
+        kernels.gaussian_acceptance(flags, accept, ambiguous, bits, bernoulli_margin)
         for i in np.flatnonzero(flags[:m] > kernels.ACCEPTED):
             if flags[i] & kernels.AMBIGUOUS_MAGNITUDE:
                 values[i] = _exact_signed(words[i], float(tau), rng)
