@@ -10,7 +10,7 @@ from scipy import stats
 
 import bayesdp.tables as bdp
 from bayesdp import rng_for_tests
-from bayesdp.errors import BudgetExceeded, DataError
+from bayesdp.errors import BudgetExceeded, DataError, InvalidParameter
 
 AGGS = {
     "users": bdp.count_units(),
@@ -172,3 +172,23 @@ def test_a_file_larger_than_the_memory_limit_streams(tmp_path):
     assert small.diagnostics.rows == 5_000_000 and small.diagnostics.rows * 32 >= 2 * limit
     assert len(small.to_pandas()) == 11
     pd.testing.assert_frame_equal(small.to_pandas(), run(duckdb.connect()).to_pandas(), rtol=1e-9)
+
+
+def test_rows_as_units_release_what_a_unique_id_releases(events):
+    """privacy_unit=None keeps every row, as a unique id column does under the same seed."""
+    frame = events.assign(row_id=np.arange(len(events)))
+
+    def run(unit):
+        q = bdp.table(frame, privacy_unit=unit).group_by("campaign", keys=["alpha", "beta", "zeta"])
+        return q.agg(**AGGS).release(epsilon=2.0, rng=rng_for_tests(8))
+
+    rows, ids = run(None), run("row_id")
+    pd.testing.assert_frame_equal(rows.to_pandas(), ids.to_pandas())
+    d = rows.diagnostics
+    assert d == ids.diagnostics and d.dropped_by_bounding == 0
+    assert d.kept_rows + d.dropped_by_keys == len(events)
+    assert rows.guarantee.unit == "row"
+    with pytest.raises(InvalidParameter, match="max_groups_per_unit=2 and max_rows_per_group=1: with "
+                       "privacy_unit=None"):
+        bdp.table(frame, None).group_by("campaign").agg(n=bdp.count()).release(1.0, 1e-6,
+                                                                           max_groups_per_unit=2)

@@ -100,6 +100,21 @@ def test_exact_aggregates_match_duckdb(spark, data, keys, public, max_groups, ma
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("public", [None, (("c0",), ("c3",), ("zz",))])
+def test_rows_as_units_match_duckdb(spark, data, public):
+    """privacy_unit=None: every row kept, in both engines."""
+    from bayesdp.tables.engines.spark import SparkEngine
+
+    req = BoundingRequest(None, ("campaign",), 1, 1, seed=5, public_keys=public,
+                          measures=(MEASURE,), cells=(CELLS,), bins=(BINS,))
+    exact = SparkEngine(spark.createDataFrame(data)).aggregate(req)
+    _same(exact, DuckDBEngine(duckdb.connect().from_df(data)).aggregate(req))
+    d = exact.diagnostics
+    assert d.dropped_by_bounding == 0 and d.kept_rows + d.dropped_by_keys == len(data)
+    assert np.array_equal(exact.units, exact.rows)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("keys", [None, ["c0", "c1", "c5", "zz"]])
 def test_release_identical_to_duckdb(spark, data, keys):
     def release(source):

@@ -41,11 +41,13 @@ class Ledger(Protocol):
     def spend(self, guarantee: Guarantee, label: str) -> Any: ...
 
 
-def table(source: Any, privacy_unit: str, *, connection: Any = None, engine: str = "duckdb",
+def table(source: Any, privacy_unit: str | None, *, connection: Any = None, engine: str = "duckdb",
           spark: Any = None) -> Table:
     """A table about people: a CSV/Parquet/JSON path, a pandas or Polars frame, an Arrow table or
     a DuckDB relation; `privacy_unit` names the column identifying the person (or household, ...)
-    whose whole contribution the guarantee protects. `connection`: the DuckDB connection to
+    whose whole contribution the guarantee protects. None: each row is a different person (as
+    diffprivlib, OpenDP's row-level transformations and Tumult's AddOneRow assume): nothing is
+    bounded, and a unit contributes one row to one group. `connection`: the DuckDB connection to
     read files and frames with (default: a new one). A Spark DataFrame, or a path or lake URI
     with engine="spark", runs on Spark (`spark`: the session, default the active one)."""
     if engine not in ("duckdb", "spark"):
@@ -56,7 +58,8 @@ def table(source: Any, privacy_unit: str, *, connection: Any = None, engine: str
         eng: Engine = spark_engine(source, spark)
     else:
         eng = engine_for(source, connection)
-    check_column(privacy_unit, list(eng.schema()), "privacy_unit")
+    if privacy_unit is not None:
+        check_column(privacy_unit, list(eng.schema()), "privacy_unit")
     return Table(eng, privacy_unit)
 
 
@@ -65,7 +68,7 @@ class Table:
     """A lazy table with its privacy unit and optional SQL filters."""
 
     engine: Engine
-    privacy_unit: str
+    privacy_unit: str | None
     filters: tuple[str, ...] = ()
 
     @property
@@ -152,8 +155,13 @@ class Query:
         d = check_delta("delta", delta)
         k = check_positive_int("max_groups_per_unit", max_groups_per_unit) if self.by else 1
         m = check_positive_int("max_rows_per_group", max_rows_per_group)
+        if self.table.privacy_unit is None and (k, m) != (1, 1):
+            raise InvalidParameter(
+                f"max_groups_per_unit={max_groups_per_unit} and max_rows_per_group={max_rows_per_group}: "
+                "with privacy_unit=None every row is a unit, in one group, once; both must be 1 "
+                "(name a privacy_unit column when a person has several rows)")
         return make_plan(self.aggregates, epsilon=eps, delta=d, noise=noise,
-                         unit=self.table.privacy_unit, max_groups=k, max_rows=m,
+                         unit=self.table.privacy_unit or "row", max_groups=k, max_rows=m,
                          private_keys=self.private_keys,
                          selection_weight=check_positive("selection_weight", selection_weight))
 

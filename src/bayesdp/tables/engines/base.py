@@ -53,9 +53,12 @@ class Bins:
 
 @dataclass(frozen=True)
 class BoundingRequest:
-    """A pure description of the exact, bounded aggregation an engine must compute."""
+    """A pure description of the exact, bounded aggregation an engine must compute.
 
-    unit: str
+    `unit` None: every row is its own unit, so bounding keeps every row (in its one group, once).
+    """
+
+    unit: str | None
     keys: tuple[str, ...]
     max_groups: int
     max_rows: int

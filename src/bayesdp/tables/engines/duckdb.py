@@ -103,9 +103,10 @@ class DuckDBEngine:
         values = _value_columns(request)
         source = self._filtered(request.where)
         in_keys = _in_list(request)
+        unit_null = "FALSE" if request.unit is None else f"{ident(request.unit)} IS NULL"
         counts = self.sql(
-            f"SELECT count(*), count(*) FILTER ({ident(request.unit)} IS NULL),"
-            f" count(*) FILTER ({ident(request.unit)} IS NOT NULL AND NOT ({in_keys})) FROM ({source})"
+            f"SELECT count(*), count(*) FILTER ({unit_null}),"
+            f" count(*) FILTER (NOT ({unit_null}) AND NOT ({in_keys})) FROM ({source})"
         ).fetchall()[0]
         totals = tuple(int(c) for c in counts)
         if not request.cells and not request.bins:  # one pass: aggregate the kept rows directly
@@ -210,6 +211,7 @@ def _in_list(req: BoundingRequest) -> str:
 def keyed_hashes(req: BoundingRequest, values: Sequence[str]) -> tuple[str, str]:
     """SQL of the keyed hashes ordering a pair's rows and a unit's groups (the Spark engine
     evaluates the same expressions, so both engines keep the same rows for the same seed)."""
+    assert req.unit is not None
     seed_r, seed_g = req.seed & _MASK64, (req.seed >> 64) & _MASK64
     unit, keys = ident(req.unit), [ident(k) for k in req.keys]
     content = ", ".join([unit, *keys, *(ident(c) for c in values)])
@@ -219,11 +221,14 @@ def keyed_hashes(req: BoundingRequest, values: Sequence[str]) -> tuple[str, str]
 
 def _kept_sql(source: str, req: BoundingRequest, values: list[str]) -> str:
     """The kept rows: keys, `__first` (one row per kept (unit, group) pair), values `__v0`, ..."""
-    unit, keys = ident(req.unit), [ident(k) for k in req.keys]
+    keys = [ident(k) for k in req.keys]
     key_sel = "".join(f", {k}" for k in keys)
-    row_hash, group_hash = keyed_hashes(req, values)
     fields = "".join(f", nullif(CAST({ident(c)} AS DOUBLE), 'NaN'::DOUBLE) AS __v{j}"
                      for j, c in enumerate(values))
+    if req.unit is None:  # every row is a unit: nothing to bound, no sort
+        return f"SELECT TRUE AS __first{key_sel}{fields} FROM ({source}) WHERE {_in_list(req)}"
+    unit = ident(req.unit)
+    row_hash, group_hash = keyed_hashes(req, values)
     if keys:
         by_group = f"PARTITION BY {unit} ORDER BY {group_hash}"
         # The three windows share one sort (the second order extends the first): dense_rank

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 _SPARK_ERRORS = (PySparkException, Py4JJavaError)
+_ROW_UNIT = "__bdp_row"  # the unit column Spark adds when every row is a unit
 _READERS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "csv", ".txt": "csv",
             ".json": "json", ".jsonl": "json", ".ndjson": "json", ".orc": "orc"}
 
@@ -89,7 +91,11 @@ class SparkEngine:
         specs: list[Measure | Cells | Bins] = [*request.measures, *request.cells, *request.bins]
         values = list(dict.fromkeys(s.column for s in specs))
         try:
-            pairs = _pairs(self._filtered(request.where), request, values)
+            source = self._filtered(request.where)
+            if request.unit is None:  # every row is a unit: a unique id makes each row its own pair
+                source = source.withColumn(_ROW_UNIT, F.monotonically_increasing_id())
+                request = replace(request, unit=_ROW_UNIT)
+            pairs = _pairs(source, request, values)
             pairs.persist(StorageLevel.MEMORY_AND_DISK)
             try:
                 return _collect(pairs, request, values)
@@ -169,6 +175,7 @@ def _in_keys(req: BoundingRequest, schema: T.StructType) -> Column:
 
 def _pairs(source: DataFrame, req: BoundingRequest, values: list[str]) -> DataFrame:
     """One row per (unit, group): row count, the kept rows, whether the pair is kept."""
+    assert req.unit is not None
     narrow = source.select(*[_col(c) for c in dict.fromkeys([req.unit, *req.keys, *values])])
     out_schema = T.StructType([*narrow.schema.fields, T.StructField("__hr", T.LongType(), False),
                                T.StructField("__hg", T.LongType(), False)])
