@@ -116,7 +116,7 @@ def mean_accuracy(seeds: int) -> None:
     x = np.random.default_rng(0).beta(2, 5, size=n)
     truth = x.mean()
     df = pd.DataFrame({"id": np.arange(n), "x": x})
-    q = bdp.table(df, "id").agg(m=bdp.mean("x", bounds=(0, 1)))
+    q = bdp.table(df, None).agg(m=bdp.mean("x", bounds=(0, 1)))  # a row is a person
     t_np, _ = timed(x.mean, 5)
     for eps in (0.1, 1.0):
         ideal = 1 / (n * eps)
@@ -161,7 +161,7 @@ def median_accuracy(seeds: int) -> None:
     x = np.minimum(np.random.default_rng(1).lognormal(3.0, 1.0, size=n), 100.0)
     truth = float(np.median(x))
     df = pd.DataFrame({"id": np.arange(n), "x": x})
-    q = bdp.table(df, "id").agg(p=bdp.quantile("x", 0.5, bounds=(0, 100)))
+    q = bdp.table(df, None).agg(p=bdp.quantile("x", 0.5, bounds=(0, 100)))  # a row is a person
     t_np, _ = timed(lambda: np.median(x), 5)
     errs, times = [], []
     for s in range(seeds):
