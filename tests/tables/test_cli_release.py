@@ -31,6 +31,18 @@ def test_release_command_writes_table_and_report(events, tmp_path, capsys):
     assert "<img" in report.read_text()
 
 
+def test_release_command_with_rows_as_units(events, tmp_path, capsys):
+    data, spec = tmp_path / "events.csv", tmp_path / "spec.toml"
+    events.to_csv(data, index=False)
+    spec.write_text(SPEC.replace('privacy_unit = "user_id"', "privacy_unit = false")
+                    .replace("max_groups_per_unit = 2", ""))
+    assert main(["release", str(data), "--spec", str(spec)]) == 0
+    assert "ε=1 per row" in capsys.readouterr().out
+    spec.write_text(SPEC.replace('privacy_unit = "user_id"', "privacy_unit = 3"))
+    assert main(["release", str(data), "--spec", str(spec)]) == 2
+    assert "privacy_unit = false" in " ".join(capsys.readouterr().err.split())
+
+
 def test_release_command_errors_are_one_line(events, tmp_path, capsys):
     data, spec = tmp_path / "events.csv", tmp_path / "spec.toml"
     events.to_csv(data, index=False)

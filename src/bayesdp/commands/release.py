@@ -3,7 +3,7 @@
 The spec (TOML) names the privacy unit, the group keys, the aggregates with their bounds and
 the contribution bounds, for example::
 
-    privacy_unit = "user_id"
+    privacy_unit = "user_id"         # false: each row is a different person
     group_by = ["campaign"]          # optional; keys = [...] makes the keys public
     max_groups_per_unit = 5
     max_rows_per_group = 1
@@ -66,8 +66,10 @@ def load_spec(path: str) -> dict[str, Any]:
     unknown = sorted(set(spec) - set(_SPEC_KEYS))
     if unknown:
         raise DataError(f"unknown key(s) {unknown} in the spec {path!r}; allowed: {list(_SPEC_KEYS)}")
-    if "privacy_unit" not in spec:
-        raise DataError(f"the spec {path!r} must name the privacy_unit column")
+    unit = spec.get("privacy_unit")
+    if not (isinstance(unit, str) or unit is False):
+        raise DataError(f"the spec {path!r} must name the privacy_unit column, or set "
+                        "privacy_unit = false when each row is a different person")
     if not isinstance(spec.get("aggregates"), dict) or not spec["aggregates"]:
         raise DataError(f"the spec {path!r} needs an [aggregates] table, e.g. n = {{ kind = \"count\" }}")
     return spec
@@ -87,7 +89,7 @@ def aggregate(name: str, item: Any) -> tables.Aggregate:
 
 def build(data: Any, spec: dict[str, Any], connection: duckdb.DuckDBPyConnection | None = None,
           engine: str = "duckdb", spark: Any = None) -> tables.Query:
-    t = tables.table(data, spec["privacy_unit"], connection=connection, engine=engine, spark=spark)
+    t = tables.table(data, spec["privacy_unit"] or None, connection=connection, engine=engine, spark=spark)
     where = spec.get("where", [])
     for cond in [where] if isinstance(where, str) else where:
         t = t.where(cond)
