@@ -21,8 +21,8 @@ _SMALL_WORD = np.uint64(2**32)
 _TWO63 = 2.0**-63
 _TWO32 = np.float32(2.0**-32)
 
-# Flags of a discrete Gaussian proposal; anything above ACCEPTED needs the exact path.
-REJECTED, ACCEPTED, AMBIGUOUS_TEST, AMBIGUOUS_MAGNITUDE = 0, 1, 2, 4
+# Flag bits of a discrete Gaussian proposal (0: rejected); anything above ACCEPTED needs the exact path.
+ACCEPTED, AMBIGUOUS_TEST, AMBIGUOUS_MAGNITUDE = 1, 2, 4
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -59,7 +59,9 @@ def discrete_laplace_block(values, ambiguous, words, shift, t, tolerance):  # ty
 
 
 @njit(cache=True, nogil=True)
-def gaussian_proposals(values, log_accept, ambiguous, words, shift, t, tolerance, center, inv_two_s2):  # type: ignore[no-untyped-def]
+def gaussian_proposals(  # type: ignore[no-untyped-def]
+    values, log_accept, ambiguous, words, shift, t, tolerance, center, inv_two_s2
+):
     """CKS 2020 Alg. 3 proposals: discrete Laplace y into `values`, and -(|y| - σ²/t)²/(2σ²), the log
     of its acceptance probability, into `log_accept` as float32 for numpy's vectorized exp."""
     for i in range(words.size):
@@ -76,7 +78,8 @@ def gaussian_acceptance(flags, accept, ambiguous, bits, bernoulli_margin):  # ty
     for i in range(bits.size):
         d = np.float32(bits[i]) * _TWO32 - accept[i]
         test_ambiguous = abs(d) <= bernoulli_margin
-        flags[i] = np.uint8(d < 0.0) | (np.uint8(test_ambiguous) << 1) | (np.uint8(ambiguous[i]) << 2)
+        flags[i] = (np.uint8(d < 0.0) * ACCEPTED | np.uint8(test_ambiguous) * AMBIGUOUS_TEST
+                    | np.uint8(ambiguous[i]) * AMBIGUOUS_MAGNITUDE)
 
 
 @njit(cache=True, nogil=True)
