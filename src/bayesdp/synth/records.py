@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import nnls
-from scipy.stats import norm
+from scipy.special import ndtri
 
 from bayesdp.errors import DataError, check_open_unit, check_positive, check_positive_int
 from bayesdp.mechanisms import Laplace
@@ -28,7 +28,7 @@ class MeanEstimate:
 
     def interval(self, alpha: float = 0.05) -> tuple[float, float]:
         """Normal-approximation interval estimate ± z_{1-α/2}·se (CLT for the mean of i.i.d. records)."""
-        z = float(norm.ppf(1 - check_open_unit("alpha", alpha) / 2))
+        z = float(ndtri(1 - check_open_unit("alpha", alpha) / 2))
         return self.estimate - z * self.standard_error, self.estimate + z * self.standard_error
 
 
