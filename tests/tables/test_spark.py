@@ -129,6 +129,17 @@ def test_release_identical_to_duckdb(spark, data, keys):
 
 
 @pytest.mark.slow
+def test_release_restores_the_arrow_batch_setting(spark, data):
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    spark.conf.set(key, "5000")
+    try:
+        bdp.table(spark.createDataFrame(data), "user_id").agg(n=bdp.count()).release(1.0)
+        assert spark.conf.get(key) == "5000"
+    finally:
+        spark.conf.unset(key)
+
+
+@pytest.mark.slow
 def test_path_with_engine_spark_and_filters(spark, data, tmp_path):
     path = tmp_path / "events.parquet"
     data.to_parquet(path)
