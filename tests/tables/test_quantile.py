@@ -16,11 +16,10 @@ def _density(cells: np.ndarray, level: float, offset: float, scale: float, probe
              probabilities) -> np.ndarray:
     """Output density at `probes` of the draw aimed at rank level·n + offset (exact, in float)."""
     cell, cnt = np.unique(cells, return_counts=True)
-    bounds, ranks = grid_intervals(LO, HI, WIDTH, cell, cnt)
-    left, widths, score = interval_scores(bounds, ranks, level * cnt.sum() + offset, scale)
-    p = probabilities(score)
-    i = np.searchsorted(left, probes, side="right") - 1
-    return p[i] / widths[i]
+    intervals = grid_intervals(LO, HI, WIDTH, cell, cnt)
+    p = probabilities(interval_scores(intervals, level * cnt.sum() + offset, scale))
+    i = np.searchsorted(intervals.left, probes, side="right") - 1
+    return p[i] / intervals.width[i]
 
 
 def _worst_log_ratio(q: float, max_rows: int, scale_factor: float = 1.0) -> tuple[float, float]:

@@ -83,18 +83,22 @@ class Exponential(_Selection):
     """P(r) ∝ exp(ε u(r)/(2Δu)) (McSherry–Talwar 2007; seed 004 uses losses: exp(−ε ℓ/(2Δ))).
 
     Sampled exactly by rejection: propose uniformly, accept with Bernoulli(e^{−γ}), γ the gap to
-    the best utility; each round proposes as many draws as there are candidates.
+    the best utility, and return the first accepted proposal. The trials are i.i.d., so they can
+    be drawn in rounds of any size: rounds start small and double, because a peaked mechanism
+    over many candidates accepts one proposal in thousands, not one in N.
     """
 
     noise = "exponential"
 
     def select_index(self, utilities: np.ndarray, rng: Rng) -> int:
         gaps = self._gaps(utilities)
+        size = min(gaps.size, 4096)
         while True:
-            proposals = rng.integers(0, gaps.size, size=gaps.size)
+            proposals = rng.integers(0, gaps.size, size=size)
             accepted = np.flatnonzero(bernoulli_exp(gaps[proposals], rng))
             if accepted.size:
                 return int(proposals[accepted[0]])
+            size = min(2 * size, gaps.size)
 
     def probabilities(self, utilities: Any) -> np.ndarray:
         """The selection probabilities, for checks and reports (computed in float)."""

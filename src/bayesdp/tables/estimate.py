@@ -137,43 +137,51 @@ def _quantile(step: Step, exact: ExactAggregates, index: np.ndarray, present: np
     n_lo = n_hat - wn  # n >= n_lo with probability >= 1 - α/3
     for j, g in enumerate(index):
         sl = slice(starts[g], starts[g + 1]) if g >= 0 else slice(0, 0)
-        bounds, ranks = grid_intervals(lo, hi, width, cell[sl], cnt[sl])
-        target = agg.q * ranks[-1]
-        value[j] = _draw(step, "value", bounds, ranks, target, rng)
+        intervals = grid_intervals(lo, hi, width, cell[sl], cnt[sl])
+        target = agg.q * float(cnt[sl].sum())
+        value[j] = _draw(step, "value", intervals, target, rng)
         # A draw aimed `slack` ranks below (above) the q·n-th value lands past it with
         # probability <= α/3 (rank_slack), provided the aim stays inside [0, n].
-        low[j] = _draw(step, "low", bounds, ranks, target - slack, rng) \
+        low[j] = _draw(step, "low", intervals, target - slack, rng) \
             if agg.q * n_lo[j] > slack else lo
-        high[j] = _draw(step, "high", bounds, ranks, target + slack, rng) \
+        high[j] = _draw(step, "high", intervals, target + slack, rng) \
             if (1 - agg.q) * n_lo[j] > slack else hi
     return Estimate(value, np.minimum(low, value), np.maximum(high, value))
 
 
-def grid_intervals(lo: float, hi: float, width: float, cell: np.ndarray, cnt: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """Interval ends [lo, occupied grid values..., hi] and the rank (values below) of each."""
+@dataclass(frozen=True)
+class GridIntervals:
+    """The non-empty intervals between lo, the occupied grid values and hi, shared by a group's draws."""
+
+    left: np.ndarray
+    width: np.ndarray
+    log_width: np.ndarray
+    rank: np.ndarray  # values below the interval
+
+
+def grid_intervals(lo: float, hi: float, width: float, cell: np.ndarray, cnt: np.ndarray) -> GridIntervals:
+    """The intervals [lo, occupied grid values..., hi] that have a width, with their ranks."""
     bounds = np.concatenate(([lo], lo + cell * width, [hi]))
-    return bounds, np.concatenate(([0.0], np.cumsum(cnt, dtype=np.float64)))
+    ranks = np.concatenate(([0.0], np.cumsum(cnt, dtype=np.float64)))
+    widths = np.diff(bounds)
+    ok = widths > 0
+    return GridIntervals(bounds[:-1][ok], widths[ok], np.log(widths[ok]), ranks[ok])
 
 
-def interval_scores(bounds: np.ndarray, ranks: np.ndarray, target: float, scale: float
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Left ends, widths and scores -|rank - target| + scale·log(width) of the non-empty intervals.
+def interval_scores(intervals: GridIntervals, target: float, scale: float) -> np.ndarray:
+    """Scores -|rank - target| + scale·log(width) of the intervals.
 
     Choosing interval i with probability ∝ exp(score_i / scale), then a point uniformly inside
     it, is the continuous exponential mechanism with density ∝ exp(-|rank - target| / scale)
     (Smith 2011, Sec. 3; McSherry & Talwar 2007 with the uniform base measure).
     """
-    widths = np.diff(bounds)
-    ok = widths > 0
-    return bounds[:-1][ok], widths[ok], -np.abs(ranks[ok] - target) + scale * np.log(widths[ok])
+    score: np.ndarray = scale * intervals.log_width - np.abs(intervals.rank - target)
+    return score
 
 
-def _draw(step: Step, part: str, bounds: np.ndarray, ranks: np.ndarray, target: float,
-          rng: Rng) -> float:
+def _draw(step: Step, part: str, intervals: GridIntervals, target: float, rng: Rng) -> float:
     """One draw aimed at rank `target`, which is q·n plus a public constant, so the utility's
     sensitivity is that of q·n (plan.sensitivity); see interval_scores."""
     mech = step.parts[part].mechanism
-    left, widths, score = interval_scores(bounds, ranks, target, mech.scale)
-    i = mech.select_index(score, rng)
-    return float(left[i] + rng.random() * widths[i])
+    i = mech.select_index(interval_scores(intervals, target, mech.scale), rng)
+    return float(intervals.left[i] + rng.random() * intervals.width[i])
