@@ -7,20 +7,26 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from bayesdp.errors import DataError, check_open_unit
+from bayesdp.errors import DataError, check_open_unit, check_positive
 from bayesdp.noise import Rng
-from bayesdp.privacy import Guarantee
+from bayesdp.privacy import Guarantee, Relation
 
 
 class Mechanism(ABC):
     """A DP mechanism. `release(values)` treats each entry as one query of the stated sensitivity."""
 
     noise: ClassVar[str]
+    _guarantee: Guarantee
 
     @property
-    @abstractmethod
     def guarantee(self) -> Guarantee:
         """The guarantee of one release of one entry (k entries changed by a neighbour compose)."""
+        return self._guarantee
+
+    def _pure(self, epsilon: float, relation: Relation, unit: str) -> None:
+        """Validate ε and make the guarantee pure ε-DP for the given neighbours."""
+        self.epsilon = check_positive("epsilon", epsilon)
+        self._guarantee = Guarantee(self.epsilon, 0.0, relation=relation, unit=unit, mechanism=self)
 
     @abstractmethod
     def release(self, values: Any, rng: Rng | None = None) -> Any:

@@ -128,10 +128,6 @@ class _GaussianBase(Mechanism):
             )
         self.rho = steps * steps / (2 * self.sigma_steps**2)
 
-    @property
-    def guarantee(self) -> Guarantee:
-        return self._guarantee
-
 
 class Gaussian(_GaussianBase):
     """Gaussian noise on the grid: (ε, δ)-DP tight by CKS 2020 Thm 7, or ρ-zCDP by Thm 14 (ρ = D²/2σ²)."""

@@ -10,7 +10,7 @@ import numpy as np
 from bayesdp.errors import check_positive
 from bayesdp.mechanisms.base import Mechanism, as_array, as_integers, check_alpha, shaped
 from bayesdp.noise import Rng, discrete_laplace, grid_for, resolve_rng, snap_add
-from bayesdp.privacy import Guarantee, Relation
+from bayesdp.privacy import Relation
 
 
 def dlap_quantile(t: float, alpha: float) -> int:
@@ -43,20 +43,15 @@ class Laplace(Mechanism):
         relation: Relation = "add_remove",
         unit: str = "row",
     ) -> None:
-        self.epsilon = check_positive("epsilon", epsilon)
+        self._pure(epsilon, relation, unit)
         self.sensitivity = check_positive("sensitivity", sensitivity)
         self.grid = grid_for(self.sensitivity / self.epsilon, self.sensitivity)
         self.steps = grid_steps(self.sensitivity, self.grid) / self.epsilon
-        self._guarantee = Guarantee(self.epsilon, 0.0, relation=relation, unit=unit, mechanism=self)
 
     @property
     def scale(self) -> float:
         """Laplace b in data units: (D·g)/ε, slightly above Δ/ε to pay for rounding."""
         return self.steps * self.grid
-
-    @property
-    def guarantee(self) -> Guarantee:
-        return self._guarantee
 
     def release(self, values: Any, rng: Rng | None = None) -> Any:
         x = as_array(values)
@@ -84,17 +79,12 @@ class DiscreteLaplace(Mechanism):
         relation: Relation = "add_remove",
         unit: str = "row",
     ) -> None:
-        self.epsilon = check_positive("epsilon", epsilon)
+        self._pure(epsilon, relation, unit)
         self.sensitivity = int(as_integers(check_positive("sensitivity", sensitivity), "sensitivity"))
-        self._guarantee = Guarantee(self.epsilon, 0.0, relation=relation, unit=unit, mechanism=self)
 
     @property
     def scale(self) -> float:
         return self.sensitivity / self.epsilon
-
-    @property
-    def guarantee(self) -> Guarantee:
-        return self._guarantee
 
     def release(self, values: Any, rng: Rng | None = None) -> Any:
         x = as_integers(values).ravel()

@@ -9,10 +9,9 @@ from typing import Any
 import numpy as np
 from mpmath import iv
 
-from bayesdp.errors import DataError, check_positive, invalid
+from bayesdp.errors import DataError, invalid
 from bayesdp.mechanisms.base import Mechanism, as_integers, shaped
 from bayesdp.noise import Rng, bernoulli_exp, resolve_rng
-from bayesdp.privacy import Guarantee
 
 
 @dataclass(frozen=True)
@@ -33,13 +32,10 @@ class RandomizedResponse(Mechanism):
     noise = "randomized_response"
 
     def __init__(self, epsilon: float, categories: int = 2) -> None:
-        self.epsilon = check_positive("epsilon", epsilon)
+        self._pure(epsilon, "replace_one", "respondent")
         if isinstance(categories, bool) or not isinstance(categories, int | np.integer) or categories < 2:
             raise invalid("categories", categories, "an integer >= 2")
         self.categories = int(categories)
-        self._guarantee = Guarantee(
-            self.epsilon, 0.0, relation="replace_one", unit="respondent", mechanism=self
-        )
         denominator = math.exp(self.epsilon) + self.categories - 1
         self.p_truth = math.exp(self.epsilon) / denominator
         self.p_other = 1.0 / denominator
@@ -48,10 +44,6 @@ class RandomizedResponse(Mechanism):
     def scale(self) -> float:
         """The probability of reporting any one given false category."""
         return self.p_other
-
-    @property
-    def guarantee(self) -> Guarantee:
-        return self._guarantee
 
     def _gamma(self) -> object:
         e, k = iv.mpf(self.epsilon), self.categories

@@ -11,7 +11,7 @@ import numpy as np
 from bayesdp.errors import DataError, check_positive
 from bayesdp.mechanisms.base import Mechanism, as_array
 from bayesdp.noise import Rng, bernoulli_exp, resolve_rng
-from bayesdp.privacy import Guarantee, Relation
+from bayesdp.privacy import Relation
 
 
 def _scores(candidates: Sequence[Any], utilities: Any, losses: Any) -> np.ndarray:
@@ -35,18 +35,13 @@ class _Selection(Mechanism):
         relation: Relation = "add_remove",
         unit: str = "row",
     ) -> None:
-        self.epsilon = check_positive("epsilon", epsilon)
+        self._pure(epsilon, relation, unit)
         self.sensitivity = check_positive("sensitivity", sensitivity)
-        self._guarantee = Guarantee(self.epsilon, 0.0, relation=relation, unit=unit, mechanism=self)
 
     @property
     def scale(self) -> float:
         """2Δu/ε: the utility gap that costs a factor e in selection probability."""
         return 2 * self.sensitivity / self.epsilon
-
-    @property
-    def guarantee(self) -> Guarantee:
-        return self._guarantee
 
     def _gaps(self, u: np.ndarray) -> np.ndarray:
         """γ_i = ε (max u − u_i)/(2Δu) >= 0: never overflows, whatever the utilities."""

@@ -10,7 +10,7 @@ from bayesdp.errors import BudgetExhausted, check_finite, check_positive, check_
 from bayesdp.mechanisms.base import Mechanism, as_array
 from bayesdp.mechanisms.laplace import grid_steps
 from bayesdp.noise import Rng, discrete_laplace, grid_for, resolve_rng, snap
-from bayesdp.privacy import Guarantee, Relation
+from bayesdp.privacy import Relation
 
 
 class SparseVector(Mechanism):
@@ -35,7 +35,7 @@ class SparseVector(Mechanism):
         rng: Rng | None = None,
     ) -> None:
         self.threshold = check_finite("threshold", threshold)
-        self.epsilon = check_positive("epsilon", epsilon)
+        self._pure(epsilon, relation, unit)
         self.sensitivity = check_positive("sensitivity", sensitivity)
         self.max_positives = check_positive_int("max_positives", max_positives)
         per_run = self.epsilon / self.max_positives
@@ -43,7 +43,6 @@ class SparseVector(Mechanism):
         steps = grid_steps(self.sensitivity, self.grid)
         self.threshold_steps_scale = 2 * steps / per_run
         self.query_steps_scale = 4 * steps / per_run
-        self._guarantee = Guarantee(self.epsilon, 0.0, relation=relation, unit=unit, mechanism=self)
         self._rng = resolve_rng(rng)
         self.positives = 0
         self._noisy_threshold = self._draw_threshold()
@@ -52,10 +51,6 @@ class SparseVector(Mechanism):
     def scale(self) -> float:
         """The query noise scale in data units (4Δc/ε, rounding included)."""
         return self.query_steps_scale * self.grid
-
-    @property
-    def guarantee(self) -> Guarantee:
-        return self._guarantee
 
     @property
     def remaining(self) -> int:
