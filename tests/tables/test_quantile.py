@@ -1,23 +1,33 @@
 """The quantile's exponential mechanism: its output density moves by at most e^ε per unit."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import bayesdp.tables as bdp
 from bayesdp import rng_for_tests
-from bayesdp.tables.estimate import grid_intervals, interval_scores
+from bayesdp.tables.engines.base import CellWindow
+from bayesdp.tables.estimate import interval_scores, window_intervals
 from bayesdp.tables.plan import make_plan
 
 LO, HI, CELLS = 0.0, 1.0, 64
 WIDTH = (HI - LO) / CELLS
 
 
+def whole_grid(cells: np.ndarray, start: int = 0, stop: int = CELLS + 1) -> CellWindow:
+    """One group's grid counts of the values at grid indices `cells`, read in [start, stop)."""
+    cell, cnt = np.unique(cells, return_counts=True)
+    inside = (cell >= start) & (cell < stop)
+    one = lambda x: np.array([x], dtype=np.int64)  # noqa: E731
+    return CellWindow(one(cnt.sum()), one(start), one(stop), one(cnt[cell < start].sum()),
+                      np.zeros(int(inside.sum()), dtype=np.int64), cell[inside], cnt[inside])
+
+
 def _density(cells: np.ndarray, level: float, offset: float, scale: float, probes: np.ndarray,
              probabilities) -> np.ndarray:
     """Output density at `probes` of the draw aimed at rank level·n + offset (exact, in float)."""
-    cell, cnt = np.unique(cells, return_counts=True)
-    intervals = grid_intervals(LO, HI, WIDTH, cell, cnt)
-    p = probabilities(interval_scores(intervals, level * cnt.sum() + offset, scale))
+    intervals = window_intervals(LO, HI, WIDTH, whole_grid(cells), 0)
+    p = probabilities(interval_scores(intervals, level * cells.size + offset, scale))
     i = np.searchsorted(intervals.left, probes, side="right") - 1
     return p[i] / intervals.width[i]
 
@@ -56,3 +66,66 @@ def test_half_the_scale_breaks_the_guarantee():
     # Control: with the scale halved (sensitivity understated by 2) some pair exceeds e^ε.
     worst, eps = _worst_log_ratio(0.5, 1, scale_factor=0.5)
     assert worst > eps * 1.2
+
+
+def test_window_draws_follow_the_whole_grid_mechanism():
+    # Statistical, seeded; false-failure probability 1e-7. A draw that proposes a stretch outside
+    # a narrow window is settled by rejection against the whole grid: the draws must follow the
+    # mechanism on the whole grid. Chi-square over the 64 grid cells.
+    from scipy import stats
+
+    from bayesdp.tables.estimate import _draw
+
+    rng = rng_for_tests(11)
+    values = rng.integers(0, CELLS + 1, size=300)
+    plan = make_plan({"p": bdp.quantile("x", 0.5, bounds=(LO, HI))}, epsilon=0.1, delta=0.0,
+                     noise="laplace", unit="row", max_groups=1, max_rows=1, private_keys=False)
+    step = plan.steps["p"]
+    mech = step.parts["value"].mechanism
+    whole = window_intervals(LO, HI, WIDTH, whole_grid(values), 0)
+    narrow = window_intervals(LO, HI, WIDTH, whole_grid(values, 30, 34), 0)
+    target = 150.0
+    p = mech.probabilities(interval_scores(whole, target, mech.scale))
+    edges = np.arange(CELLS + 1) * WIDTH
+    owner = np.searchsorted(whole.left, edges[:-1], side="right") - 1
+    expected = p[owner] * WIDTH / whole.width[owner]
+    outside = expected[(edges[:-1] < 30 * WIDTH) | (edges[:-1] >= 34 * WIDTH)].sum()
+    assert outside > 0.2  # the rejection path runs for a good share of the draws
+    n = 6_000
+    draws = np.array([_draw(step, "value", narrow, target, rng, lambda: whole) for _ in range(n)])
+    observed = np.bincount(np.minimum((draws / WIDTH).astype(int), CELLS - 1), minlength=CELLS)
+    keep = expected * n >= 5
+    o = np.append(observed[keep], observed[~keep].sum())
+    e = np.append(expected[keep], expected[~keep].sum()) * n
+    statistic = float(((o - e) ** 2 / e).sum())
+    assert statistic < stats.chi2.isf(1e-7, o.size - 1)
+
+
+def test_engine_window_is_the_whole_grid_near_the_quantile():
+    # Deterministic: the cells read in each group's window are the whole grid's cells there, the
+    # counts before it add up, and the window holds the ranks q·n ± margin.
+    import duckdb
+
+    from bayesdp.tables.engines import BoundingRequest, Cells, DuckDBEngine
+
+    rng = rng_for_tests(5)
+    size = 200_000
+    frame = pd.DataFrame({"g": rng.choice(["a", "b", "c"], size=size, p=[0.7, 0.29, 0.01]),
+                          "x": rng.gamma(2.0, 10.0, size=size)})
+    spec = Cells("x", 0.0, 100.0, 1 << 22, 0.3, 40.0)
+    full = Cells("x", 0.0, 100.0, 1 << 22, 0.3)
+    req = BoundingRequest(None, ("g",), 1, 1, seed=3, cells=(spec, full))
+    exact = DuckDBEngine(duckdb.connect().from_df(frame)).aggregate(req)
+    win, whole = exact.cells[spec], exact.cells[full]
+    np.testing.assert_array_equal(win.n, whole.n)
+    assert win.group.size < whole.group.size / 4  # the window is much smaller than the grid
+    for g in range(3):
+        mine = win.group == g
+        all_ = whole.group == g
+        inside = all_ & (whole.cell >= win.start[g]) & (whole.cell < win.stop[g])
+        np.testing.assert_array_equal(win.cell[mine], whole.cell[inside])
+        np.testing.assert_array_equal(win.count[mine], whole.count[inside])
+        assert win.below[g] == whole.count[all_ & (whole.cell < win.start[g])].sum()
+        t = 0.3 * win.n[g]
+        assert win.below[g] <= max(t - 40.0, 0.0)
+        assert win.below[g] + win.count[mine].sum() >= min(t + 40.0, win.n[g])

@@ -9,17 +9,25 @@ interval is the range of the estimator over the parts' intervals (interval arith
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
-from bayesdp.noise import Rng
+from bayesdp.noise import Rng, bernoulli_exp
 from bayesdp.tables.aggregates import Aggregate
-from bayesdp.tables.engines.base import Cells, ExactAggregates, Measure
+from bayesdp.tables.engines.base import FULL_GRID, Cells, CellWindow, ExactAggregates, Measure
 from bayesdp.tables.plan import Step
 
 # Quantiles snap values to this many grid cells between the bounds (Smith 2011 on the grid).
 QUANTILE_CELLS = 1 << 22
+# Outside a window reaching this many noise scales past every target, each grid value has at
+# most e^-60 of the mass of the target's own cell, about 1e-26: draws almost never land there.
+WINDOW_SCALES = 60.0
+
+
+FullGrid = Callable[[Cells], CellWindow]
 
 
 @dataclass(frozen=True)
@@ -36,9 +44,15 @@ def measure_of(agg: Aggregate) -> Measure:
     return Measure(agg.column, *agg.bounds)
 
 
-def cells_of(agg: Aggregate) -> Cells:
-    assert agg.column is not None and agg.bounds is not None
-    return Cells(agg.column, agg.bounds[0], agg.bounds[1], QUANTILE_CELLS)
+def cells_of(step: Step, alpha: float) -> Cells:
+    """The grid a quantile's draws need: the window around q·n holds the value, low and high
+    targets (q·n and q·n ± slack, see `_quantile`) with WINDOW_SCALES noise scales beyond each."""
+    agg = step.aggregate
+    assert agg.column is not None and agg.bounds is not None and agg.q is not None
+    scale = max(step.parts[p].scale for p in ("value", "low", "high"))
+    margin = rank_slack(step.parts["low"].scale, QUANTILE_CELLS, alpha / 3, step.max_rows) + \
+        WINDOW_SCALES * scale
+    return Cells(agg.column, agg.bounds[0], agg.bounds[1], QUANTILE_CELLS, agg.q, margin)
 
 
 def _noisy(step: Step, part: str, exact: np.ndarray, alpha: float, rng: Rng) -> tuple[np.ndarray, float]:
@@ -55,8 +69,12 @@ def _ratio_range(s_lo: np.ndarray, s_hi: np.ndarray, n_lo: np.ndarray, n_hi: np.
 
 
 def estimate(step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float,
-             rng: Rng) -> Estimate:
-    """The noisy value and interval of one aggregate for the groups at `index` (-1: empty group)."""
+             rng: Rng, full_grid: FullGrid | None = None) -> Estimate:
+    """The noisy value and interval of one aggregate for the groups at `index` (-1: empty group).
+
+    `full_grid(cells)` reads a quantile's whole grid (`Cells` with margin FULL_GRID), which a draw
+    needs only when it lands outside its group's window; quantiles require it.
+    """
     agg = step.aggregate
     a = alpha / len(agg.parts)
     present = index >= 0
@@ -69,7 +87,8 @@ def estimate(step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float
         v, w = _noisy(step, "counts", _take(counts, index, present), a, rng)
         return Estimate(v, np.maximum(v - w, 0.0), v + w)
     if agg.kind == "quantile":
-        return _quantile(step, exact, index, present, alpha, rng)
+        assert full_grid is not None, "quantiles need the engine's full grid"
+        return _quantile(step, exact, index, alpha, rng, full_grid)
     mom = _take(exact.moments[measure_of(agg)], index, present)
     n, s, sq = mom[:, 0], mom[:, 1], mom[:, 2]
     assert agg.bounds is not None
@@ -120,68 +139,113 @@ def rank_slack(scale: float, cells: int, alpha: float, max_rows: int) -> float:
     return scale * math.log((cells + 1) / alpha) + max_rows
 
 
-def _quantile(step: Step, exact: ExactAggregates, index: np.ndarray, present: np.ndarray,
-              alpha: float, rng: Rng) -> Estimate:
+def _quantile(step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float, rng: Rng,
+              full_grid: FullGrid) -> Estimate:
     agg = step.aggregate
     assert agg.bounds is not None and agg.q is not None
     lo, hi = agg.bounds
-    spec = cells_of(agg)
-    gi, cell, cnt = exact.cells[spec]
-    n = np.bincount(gi, weights=cnt, minlength=len(exact.groups))
-    n_hat, wn = _noisy(step, "count", _take(n, index, present), alpha / 3, rng)
+    spec = cells_of(step, alpha)
+    win = exact.cells[spec]
+    present = index >= 0
+    n_hat, wn = _noisy(step, "count", _take(win.n, index, present), alpha / 3, rng)
     width = (hi - lo) / spec.cells
-    starts = np.searchsorted(gi, np.arange(len(exact.groups) + 1))
+    starts = np.searchsorted(win.group, np.arange(len(exact.groups) + 1))
     value, low, high = (np.empty(index.size) for _ in range(3))
-    side = step.parts["low"].mechanism
-    slack = rank_slack(side.scale, spec.cells, alpha / 3, step.max_rows)
+    slack = rank_slack(step.parts["low"].scale, spec.cells, alpha / 3, step.max_rows)
     n_lo = n_hat - wn  # n >= n_lo with probability >= 1 - α/3
+    whole: list[CellWindow] = []
+
+    def exact_intervals(g: int) -> GridIntervals:
+        if not whole:
+            whole.append(full_grid(replace(spec, margin=FULL_GRID)))
+        return window_intervals(lo, hi, width, whole[0], g)
+
     for j, g in enumerate(index):
-        sl = slice(starts[g], starts[g + 1]) if g >= 0 else slice(0, 0)
-        intervals = grid_intervals(lo, hi, width, cell[sl], cnt[sl])
-        target = agg.q * float(cnt[sl].sum())
-        value[j] = _draw(step, "value", intervals, target, rng)
+        intervals = window_intervals(lo, hi, width, win, g, starts)
+        target = agg.q * float(win.n[g]) if g >= 0 else 0.0
+        full = partial(exact_intervals, int(g))
+        value[j] = _draw(step, "value", intervals, target, rng, full)
         # A draw aimed `slack` ranks below (above) the q·n-th value lands past it with
         # probability <= α/3 (rank_slack), provided the aim stays inside [0, n].
-        low[j] = _draw(step, "low", intervals, target - slack, rng) \
+        low[j] = _draw(step, "low", intervals, target - slack, rng, full) \
             if agg.q * n_lo[j] > slack else lo
-        high[j] = _draw(step, "high", intervals, target + slack, rng) \
+        high[j] = _draw(step, "high", intervals, target + slack, rng, full) \
             if (1 - agg.q) * n_lo[j] > slack else hi
     return Estimate(value, np.minimum(low, value), np.maximum(high, value))
 
 
 @dataclass(frozen=True)
 class GridIntervals:
-    """The non-empty intervals between lo, the occupied grid values and hi, shared by a group's draws."""
+    """The non-empty intervals between lo, the occupied grid values and hi, shared by a group's draws.
+
+    Inside the window an interval's rank (values below it) is exact: rank_lo == rank_hi. The
+    stretches before and after the window are one interval each, with only bounds on its ranks.
+    """
 
     left: np.ndarray
     width: np.ndarray
     log_width: np.ndarray
-    rank: np.ndarray  # values below the interval
+    rank_lo: np.ndarray
+    rank_hi: np.ndarray
 
 
-def grid_intervals(lo: float, hi: float, width: float, cell: np.ndarray, cnt: np.ndarray) -> GridIntervals:
-    """The intervals [lo, occupied grid values..., hi] that have a width, with their ranks."""
-    bounds = np.concatenate(([lo], lo + cell * width, [hi]))
-    ranks = np.concatenate(([0.0], np.cumsum(cnt, dtype=np.float64)))
+def window_intervals(lo: float, hi: float, width: float, win: CellWindow, g: int,
+                     starts: np.ndarray | None = None) -> GridIntervals:
+    """Group g's intervals [lo, window start, occupied grid values..., window stop, hi] that have a
+    width (g = -1: a group without values, one interval [lo, hi] of rank 0)."""
+    if g < 0:
+        return GridIntervals(np.array([lo]), np.array([hi - lo]), np.array([math.log(hi - lo)]),
+                             np.zeros(1), np.zeros(1))
+    if starts is None:
+        starts = np.searchsorted(win.group, [g, g + 1])
+        sl = slice(starts[0], starts[1])
+    else:
+        sl = slice(starts[g], starts[g + 1])
+    a, b = min(lo + win.start[g] * width, hi), min(lo + win.stop[g] * width, hi)
+    bounds = np.concatenate(([lo, a], lo + win.cell[sl] * width, [b, hi]))
+    inside = win.below[g] + np.concatenate(([0.0], np.cumsum(win.count[sl], dtype=np.float64)))
+    rank_lo = np.concatenate(([0.0], inside, inside[-1:]))
+    rank_hi = np.concatenate((inside[:1], inside, [float(win.n[g])]))
     widths = np.diff(bounds)
     ok = widths > 0
-    return GridIntervals(bounds[:-1][ok], widths[ok], np.log(widths[ok]), ranks[ok])
+    return GridIntervals(bounds[:-1][ok], widths[ok], np.log(widths[ok]), rank_lo[ok], rank_hi[ok])
+
+
+def _distance(intervals: GridIntervals, target: float) -> np.ndarray:
+    """Least |rank - target| over each interval's possible ranks."""
+    d: np.ndarray = np.maximum(np.maximum(intervals.rank_lo - target, target - intervals.rank_hi), 0.0)
+    return d
 
 
 def interval_scores(intervals: GridIntervals, target: float, scale: float) -> np.ndarray:
-    """Scores -|rank - target| + scale·log(width) of the intervals.
+    """Scores -|rank - target| + scale·log(width) of the intervals (upper bounds outside the window).
 
     Choosing interval i with probability ∝ exp(score_i / scale), then a point uniformly inside
     it, is the continuous exponential mechanism with density ∝ exp(-|rank - target| / scale)
     (Smith 2011, Sec. 3; McSherry & Talwar 2007 with the uniform base measure).
     """
-    score: np.ndarray = scale * intervals.log_width - np.abs(intervals.rank - target)
+    score: np.ndarray = scale * intervals.log_width - _distance(intervals, target)
     return score
 
 
-def _draw(step: Step, part: str, intervals: GridIntervals, target: float, rng: Rng) -> float:
+def _draw(step: Step, part: str, intervals: GridIntervals, target: float, rng: Rng,
+          full: Callable[[], GridIntervals]) -> float:
     """One draw aimed at rank `target`, which is q·n plus a public constant, so the utility's
-    sensitivity is that of q·n (plan.sensitivity); see interval_scores."""
+    sensitivity is that of q·n (plan.sensitivity); see interval_scores.
+
+    A stretch outside the window is proposed with its best score, so a point x there is kept
+    with probability exp(-(d(x) - d_min)/scale), d(x) its distance on the whole grid: rejection
+    sampling, exact whatever the window (von Neumann 1951).
+    """
     mech = step.parts[part].mechanism
-    i = mech.select_index(interval_scores(intervals, target, mech.scale), rng)
-    return float(intervals.left[i] + rng.random() * intervals.width[i])
+    scores = interval_scores(intervals, target, mech.scale)
+    while True:
+        i = mech.select_index(scores, rng)
+        x = float(intervals.left[i] + rng.random() * intervals.width[i])
+        if intervals.rank_lo[i] == intervals.rank_hi[i]:
+            return x
+        grid = full()
+        k = max(int(np.searchsorted(grid.left, x, side="right")) - 1, 0)
+        excess = abs(float(grid.rank_lo[k]) - target) - float(_distance(intervals, target)[i])
+        if bernoulli_exp(np.array([excess / mech.scale]), rng)[0]:
+            return x

@@ -23,7 +23,7 @@ from bayesdp.errors import (
 from bayesdp.noise import Rng, resolve_rng
 from bayesdp.privacy import Guarantee
 from bayesdp.tables.aggregates import Aggregate
-from bayesdp.tables.engines.base import Bins, BoundingRequest, Engine
+from bayesdp.tables.engines.base import Bins, BoundingRequest, Cells, CellWindow, Engine
 from bayesdp.tables.estimate import (
     QUANTILE_CELLS,
     Estimate,
@@ -181,7 +181,7 @@ class Query:
         engine = self.table.engine
         if engine.is_empty():
             raise DataError("the table is empty: there is nothing to release")
-        request = self._request(plan, int(gen.integers(0, 2**63)) << 64 | int(gen.integers(0, 2**63)))
+        request = self._request(plan, a, int(gen.integers(0, 2**63)) << 64 | int(gen.integers(0, 2**63)))
         exact = engine.aggregate(request)
         if exact.diagnostics.null_units:
             raise DataError(f"privacy_unit {self.table.privacy_unit!r} is null in "
@@ -190,9 +190,14 @@ class Query:
         if ledger is not None:
             ledger.spend(plan.guarantee, label or self.describe())
         index, keys = self._released(plan, exact.groups, exact.units, gen)
+        def full_grid(cells: Cells) -> CellWindow:
+            # The same seed keeps the same rows, so this reads the grid of the same bounded data.
+            again = replace(request, measures=(), cells=(cells,), bins=())
+            return engine.aggregate(again).cells[cells]
+
         estimates: dict[str, Estimate] = {}
         for name, step in plan.steps.items():
-            estimates[name] = estimate(step, exact, index, a, gen)
+            estimates[name] = estimate(step, exact, index, a, gen, full_grid)
         return Release(keys, estimates, plan, a, exact.diagnostics, public_keys=self.keys is not None)
 
     def describe(self) -> str:
@@ -200,13 +205,13 @@ class Query:
         by = f" by {', '.join(self.by)}" if self.by else ""
         return f"release{by}: {aggs}"
 
-    def _request(self, plan: Plan, seed: int) -> BoundingRequest:
+    def _request(self, plan: Plan, alpha: float, seed: int) -> BoundingRequest:
         measures, cells, bins = [], [], []
-        for agg in self.aggregates.values():
+        for name, agg in self.aggregates.items():
             if agg.kind in ("sum", "mean", "std"):
                 measures.append(measure_of(agg))
             elif agg.kind == "quantile":
-                cells.append(cells_of(agg))
+                cells.append(cells_of(plan.steps[name], alpha))
             elif agg.kind == "histogram":
                 assert agg.column is not None and agg.edges is not None
                 bins.append(Bins(agg.column, agg.edges))

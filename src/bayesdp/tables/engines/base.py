@@ -8,8 +8,8 @@ An engine receives a `BoundingRequest` and returns `ExactAggregates`. It must
    `seed` (never by row order), so the choice for a unit depends only on that unit's rows;
 3. clip each value to its bounds, and aggregate per group: distinct units, kept rows, and for
    each `Measure` the count of non-null values, their clipped sum and clipped sum of squares;
-   for each `Cells` the counts of clipped values rounded to a uniform grid, for each `Bins` the
-   histogram counts;
+   for each `Cells` the counts of clipped values rounded to a uniform grid near the group's
+   q-quantile (`CellWindow`), for each `Bins` the histogram counts;
 4. count what it dropped, clipped or found null (`Diagnostics`).
 
 Everything after this (noise, partition selection, intervals) is engine independent.
@@ -33,14 +33,58 @@ class Measure:
     hi: float
 
 
+# Coarse bins of 2^COARSE_SHIFT grid cells locate each group's window before the fine cells are read.
+COARSE_SHIFT = 16
+# A margin this large puts the whole grid in the window.
+FULL_GRID = 2.0**62
+
+
 @dataclass(frozen=True)
 class Cells:
-    """Counts of `column` clipped to [lo, hi] and rounded to the grid lo + j(hi-lo)/cells, j = 0..cells."""
+    """Counts of `column` clipped to [lo, hi] and rounded to the grid lo + j(hi-lo)/cells, j = 0..cells,
+    read only in the window of each group that holds the ranks q·n ± `margin` (n: the group's
+    non-null values).
+
+    The window is a run of whole coarse bins (grid index >> COARSE_SHIFT): those whose rank range
+    [cum - count, cum] meets the open interval (q·n - margin, q·n + margin), cum being the
+    running count over the group's bins in grid order. `margin=FULL_GRID` reads every cell.
+    """
 
     column: str
     lo: float
     hi: float
     cells: int
+    q: float = 0.5
+    margin: float = FULL_GRID
+
+
+@dataclass(frozen=True)
+class CellWindow:
+    """Per group g: `n[g]` non-null values; the cells start[g] <= j < stop[g] are read, and
+    `below[g]` values lie in cells before start[g]. `group`, `cell`, `count` are the read cells
+    with their counts, sorted by group, then cell."""
+
+    n: np.ndarray
+    start: np.ndarray
+    stop: np.ndarray
+    below: np.ndarray
+    group: np.ndarray
+    cell: np.ndarray
+    count: np.ndarray
+
+
+def cell_window(groups: int, sel_index: np.ndarray, sel: pd.DataFrame, cells_index: np.ndarray,
+                cells: pd.DataFrame) -> CellWindow:
+    """A `CellWindow` from an engine's window rows (one per group with values: __k0, __k1 the
+    first and last coarse bin, __below, __n) and cell rows (__cell, __count), both sorted by
+    group, with their positions among the `groups` groups."""
+    n, start, stop, below = (np.zeros(groups, dtype=np.int64) for _ in range(4))
+    n[sel_index] = sel["__n"].to_numpy(np.int64)
+    start[sel_index] = sel["__k0"].to_numpy(np.int64) << COARSE_SHIFT
+    stop[sel_index] = (sel["__k1"].to_numpy(np.int64) + 1) << COARSE_SHIFT
+    below[sel_index] = sel["__below"].to_numpy(np.int64)
+    return CellWindow(n, start, stop, below, cells_index, cells["__cell"].to_numpy(np.int64),
+                      cells["__count"].to_numpy(np.int64))
 
 
 @dataclass(frozen=True)
@@ -88,16 +132,15 @@ class ExactAggregates:
     """Exact per-group values after contribution bounding, groups sorted by key.
 
     `groups` has the key columns; `units` and `rows` are per-group arrays; `moments[m]` is an
-    (n, 3) array of (count, sum, sum of squares) per group; `cells[c]` is a triple
-    (group index, grid index, count) sorted by group index, then grid index; `bins[b]` is a
-    (groups, bins) count matrix.
+    (n, 3) array of (count, sum, sum of squares) per group; `cells[c]` is a `CellWindow`;
+    `bins[b]` is a (groups, bins) count matrix.
     """
 
     groups: pd.DataFrame
     units: np.ndarray
     rows: np.ndarray
     moments: dict[Measure, np.ndarray]
-    cells: dict[Cells, tuple[np.ndarray, np.ndarray, np.ndarray]]
+    cells: dict[Cells, CellWindow]
     bins: dict[Bins, np.ndarray]
     diagnostics: Diagnostics
 

@@ -27,11 +27,14 @@ import pandas as pd
 
 from bayesdp.errors import DataError
 from bayesdp.tables.engines.base import (
+    COARSE_SHIFT,
     Bins,
     BoundingRequest,
     Cells,
+    CellWindow,
     Diagnostics,
     ExactAggregates,
+    cell_window,
     read_measures,
 )
 
@@ -135,9 +138,7 @@ class DuckDBEngine:
         moments, clipped, nulls = read_measures(stats_df, req, values)
         cells = {}
         for spec in req.cells:
-            gi, cell, cnt, n_clip = self._cells(kept, req, values, spec, groups)
-            cells[spec] = (gi, cell, cnt)
-            clipped[spec] = n_clip
+            cells[spec], clipped[spec] = self._cells(kept, req, values, spec, groups)
         bins = {}
         for bspec in req.bins:
             bins[bspec], clipped[bspec] = self._bins(kept, req, values, bspec, groups)
@@ -150,20 +151,37 @@ class DuckDBEngine:
                                cells=cells, bins=bins, diagnostics=diag)
 
     def _cells(self, kept: str, req: BoundingRequest, values: list[str], spec: Cells,
-               groups: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+               groups: pd.DataFrame) -> tuple[CellWindow, int]:
         v = f"__v{values.index(spec.column)}"
         width = (spec.hi - spec.lo) / spec.cells
         cell = f"CAST(round(({_clip(v, spec.lo, spec.hi)} - {spec.lo!r}) / {width!r}) AS BIGINT)"
-        keys = "".join(f"{ident(k)}, " for k in req.keys)
-        order = "".join(f"{ident(k)} NULLS LAST, " for k in req.keys)
-        df = self.sql(
-            f"SELECT {keys}{cell} AS __cell, count(*) AS __count,"
-            f" count(*) FILTER ({v} < {spec.lo!r} OR {v} > {spec.hi!r}) AS __clip"
-            f" FROM {kept} WHERE {v} IS NOT NULL GROUP BY ALL ORDER BY {order}__cell"
-        ).df()
-        # Sorted like `groups` (keys, NULLS LAST), then by cell: the group index is monotone.
-        return (group_index(df, groups, req.keys), df["__cell"].to_numpy(np.int64),
-                df["__count"].to_numpy(np.int64), int(df["__clip"].sum()))
+        keys = [ident(k) for k in req.keys]
+        key_sel = "".join(f"{k}, " for k in keys)
+        order = "".join(f"{k} NULLS LAST, " for k in keys)
+        part = f"PARTITION BY {', '.join(keys)}" if keys else ""
+        grid = (f"(SELECT {key_sel}{cell} AS __cell, {v} < {spec.lo!r} OR {v} > {spec.hi!r} AS __out"
+                f" FROM {kept} WHERE {v} IS NOT NULL)")
+        bins = (f"SELECT {key_sel}__cell >> {COARSE_SHIFT} AS __k, count(*) AS __cnt,"
+                f" count(*) FILTER (__out) AS __clip FROM {grid} GROUP BY ALL")
+        with self._temp(bins) as coarse:
+            n_clip = self.sql(f"SELECT coalesce(sum(__clip), 0) FROM {coarse}").fetchall()[0][0]
+            ranked = (f"SELECT *, CAST(sum(__cnt) OVER ({part} ORDER BY __k) AS BIGINT) AS __cum,"
+                      f" CAST(sum(__cnt) OVER ({part}) AS BIGINT) AS __n FROM {coarse}")
+            q, m = float(spec.q), float(spec.margin)
+            sel = (f"SELECT {key_sel}min(__k) AS __k0, max(__k) AS __k1, min(__cum - __cnt) AS __below,"
+                   f" any_value(__n) AS __n FROM ({ranked}) WHERE CAST(__cum AS DOUBLE) > {q!r} * __n"
+                   f" - {m!r} AND CAST(__cum - __cnt AS DOUBLE) < {q!r} * __n + {m!r} GROUP BY ALL")
+            with self._temp(sel) as window:
+                on = " AND ".join(f"g.{k} IS NOT DISTINCT FROM w.{k}" for k in keys) or "TRUE"
+                sel_df = self.sql(f"SELECT * FROM {window} ORDER BY {order}__k0").df()
+                cells_df = self.sql(
+                    f"SELECT {''.join(f'g.{k}, ' for k in keys)}g.__cell, count(*) AS __count"
+                    f" FROM {grid} g JOIN {window} w ON {on}"
+                    f" WHERE g.__cell >> {COARSE_SHIFT} BETWEEN w.__k0 AND w.__k1"
+                    f" GROUP BY ALL ORDER BY {''.join(f'g.{k} NULLS LAST, ' for k in keys)}g.__cell").df()
+        win = cell_window(len(groups), group_index(sel_df, groups, req.keys), sel_df,
+                          group_index(cells_df, groups, req.keys), cells_df)
+        return win, int(n_clip)
 
     def _bins(self, kept: str, req: BoundingRequest, values: list[str], spec: Bins,
               groups: pd.DataFrame) -> tuple[np.ndarray, int]:

@@ -31,12 +31,15 @@ import pandas as pd
 
 from bayesdp.errors import DataError, InvalidParameter
 from bayesdp.tables.engines.base import (
+    COARSE_SHIFT,
     Bins,
     BoundingRequest,
     Cells,
+    CellWindow,
     Diagnostics,
     ExactAggregates,
     Measure,
+    cell_window,
     read_measures,
 )
 from bayesdp.tables.engines.duckdb import group_index, keyed_hashes
@@ -265,17 +268,7 @@ def _collect(pairs: DataFrame, req: BoundingRequest, values: list[str]) -> Exact
     moments, clipped, nulls = read_measures(stats, req, values)
     cells = {}
     for spec in req.cells:
-        v = F.col(f"__v{values.index(spec.column)}")
-        width = (spec.hi - spec.lo) / spec.cells
-        cell = F.round((_clip(v, spec.lo, spec.hi) - F.lit(float(spec.lo))) / F.lit(width))
-        df = _grouped(rows.where(v.isNotNull()).withColumn("__cell", cell.cast("long")),
-                      (*req.keys, "__cell"), [F.count(F.lit(1)).alias("__count"),
-                                               _count_if((v < spec.lo) | (v > spec.hi)).alias("__clip")])
-        gi = group_index(df, groups, req.keys)
-        order = np.lexsort((df["__cell"].to_numpy(), gi))
-        cells[spec] = (gi[order], df["__cell"].to_numpy(np.int64)[order],
-                       df["__count"].to_numpy(np.int64)[order])
-        clipped[spec] = int(df["__clip"].sum())
+        cells[spec], clipped[spec] = _cell_window(rows, req, values, spec, groups)
     bins = {}
     for bspec in req.bins:
         v = F.col(f"__v{values.index(bspec.column)}")
@@ -308,6 +301,48 @@ def _grouped(rows: DataFrame, by: Sequence[str], cols: list[Column]) -> pd.DataF
         return frame
     data = ordered.collect()
     return pd.DataFrame.from_records([tuple(r) for r in data], columns=ordered.columns)
+
+
+def _cell_window(rows: DataFrame, req: BoundingRequest, values: list[str], spec: Cells,
+                 groups: pd.DataFrame) -> tuple[CellWindow, int]:
+    """The grid cells of `spec` in each group's window, chosen as the DuckDB engine does."""
+    v = F.col(f"__v{values.index(spec.column)}")
+    width = (spec.hi - spec.lo) / spec.cells
+    cell = F.round((_clip(v, spec.lo, spec.hi) - F.lit(float(spec.lo))) / F.lit(width)).cast("long")
+    keys = [_col(k) for k in req.keys]
+    grid = rows.where(v.isNotNull()).select(*keys, cell.alias("__cell"),
+                                            ((v < spec.lo) | (v > spec.hi)).alias("__out"))
+    coarse = grid.groupBy(*keys, F.shiftright("__cell", COARSE_SHIFT).alias("__k")).agg(
+        F.count(F.lit(1)).alias("__cnt"), _count_if(F.col("__out")).alias("__clip"))
+    coarse.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        n_clip = int(coarse.agg(F.coalesce(F.sum("__clip"), F.lit(0))).collect()[0][0])
+        by = Window.partitionBy(*keys) if keys else Window.partitionBy(F.lit(0))
+        cum, n = F.sum("__cnt").over(by.orderBy("__k")), F.sum("__cnt").over(by)
+        ranked = coarse.select(*keys, "__k", "__cnt", cum.alias("__cum"), n.alias("__n"))
+        q, m = F.lit(float(spec.q)), F.lit(float(spec.margin))
+        near = (F.col("__cum").cast("double") > q * F.col("__n").cast("double") - m) & \
+            ((F.col("__cum") - F.col("__cnt")).cast("double") < q * F.col("__n").cast("double") + m)
+        window = ranked.where(near).groupBy(*keys).agg(
+            F.min("__k").alias("__k0"), F.max("__k").alias("__k1"),
+            F.min(F.col("__cum") - F.col("__cnt")).alias("__below"), F.first("__n").alias("__n"))
+        window.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            sel = _grouped(window, req.keys,
+                           [F.first(c).alias(c) for c in ("__k0", "__k1", "__below", "__n")])
+            w = window.select(*[_col(k).alias(f"__w{i}") for i, k in enumerate(req.keys)],
+                              "__k0", "__k1")
+            on = [grid[f"`{k}`"].eqNullSafe(w[f"__w{i}"]) for i, k in enumerate(req.keys)]
+            joined = grid.join(F.broadcast(w), on=on) if on else grid.crossJoin(F.broadcast(w))
+            inside = joined.where(F.shiftright("__cell", COARSE_SHIFT).between(F.col("__k0"), F.col("__k1")))
+            fine = _grouped(inside, (*req.keys, "__cell"), [F.count(F.lit(1)).alias("__count")])
+        finally:
+            window.unpersist()
+    finally:
+        coarse.unpersist()
+    win = cell_window(len(groups), group_index(sel, groups, req.keys), sel,
+                      group_index(fine, groups, req.keys), fine)
+    return win, n_clip
 
 
 def spark_engine(source: Any, spark: Any = None, master: str | None = None) -> SparkEngine:
