@@ -22,9 +22,10 @@ from bayesdp.tables.plan import Step
 
 # Quantiles snap values to this many grid cells between the bounds (Smith 2011 on the grid).
 QUANTILE_CELLS = 1 << 22
-# Outside a window reaching this many noise scales past every target, each grid value has at
-# most e^-60 of the mass of the target's own cell, about 1e-26: draws almost never land there.
-WINDOW_SCALES = 60.0
+# Past a window reaching this many noise scales beyond every target, each grid value has at
+# most e^-36 of the density at the target's own cell, so with 2^22 cells a draw lands outside
+# (and the whole grid is read) with probability below 1e-9.
+WINDOW_SCALES = 36.0
 
 
 FullGrid = Callable[[Cells], CellWindow]

@@ -168,16 +168,20 @@ class DuckDBEngine:
             ranked = (f"SELECT *, CAST(sum(__cnt) OVER ({part} ORDER BY __k) AS BIGINT) AS __cum,"
                       f" CAST(sum(__cnt) OVER ({part}) AS BIGINT) AS __n FROM {coarse}")
             q, m = float(spec.q), float(spec.margin)
-            sel = (f"SELECT {key_sel}min(__k) AS __k0, max(__k) AS __k1, min(__cum - __cnt) AS __below,"
-                   f" any_value(__n) AS __n FROM ({ranked}) WHERE CAST(__cum AS DOUBLE) > {q!r} * __n"
-                   f" - {m!r} AND CAST(__cum - __cnt AS DOUBLE) < {q!r} * __n + {m!r} GROUP BY ALL")
-            with self._temp(sel) as window:
-                on = " AND ".join(f"g.{k} IS NOT DISTINCT FROM w.{k}" for k in keys) or "TRUE"
-                sel_df = self.sql(f"SELECT * FROM {window} ORDER BY {order}__k0").df()
+            near = (f"SELECT * FROM ({ranked}) WHERE CAST(__cum AS DOUBLE) > {q!r} * __n - {m!r}"
+                    f" AND CAST(__cum - __cnt AS DOUBLE) < {q!r} * __n + {m!r}")
+            with self._temp(near) as window:
+                sel_df = self.sql(
+                    f"SELECT {key_sel}min(__k) AS __k0, max(__k) AS __k1, min(__cum - __cnt) AS __below,"
+                    f" any_value(__n) AS __n FROM {window} GROUP BY ALL ORDER BY {order}__k0").df()
+                # When the noise is wide next to the groups, every window is the whole grid: skip the join.
+                whole = self.sql(f"SELECT (SELECT count(*) FROM {window}) = (SELECT count(*) FROM"
+                                 f" {coarse})").fetchall()[0][0]
+                on = "".join(f"g.{k} IS NOT DISTINCT FROM w.{k} AND " for k in keys)
+                join = "" if whole else f" JOIN {window} w ON {on}g.__cell >> {COARSE_SHIFT} = w.__k"
                 cells_df = self.sql(
                     f"SELECT {''.join(f'g.{k}, ' for k in keys)}g.__cell, count(*) AS __count"
-                    f" FROM {grid} g JOIN {window} w ON {on}"
-                    f" WHERE g.__cell >> {COARSE_SHIFT} BETWEEN w.__k0 AND w.__k1"
+                    f" FROM {grid} g{join}"
                     f" GROUP BY ALL ORDER BY {''.join(f'g.{k} NULLS LAST, ' for k in keys)}g.__cell").df()
         win = cell_window(len(groups), group_index(sel_df, groups, req.keys), sel_df,
                           group_index(cells_df, groups, req.keys), cells_df)
