@@ -59,9 +59,11 @@ def test_every_noisy_part_keeps_its_share(plan):
             result = audit(mechanism, 0, sensitivity, epsilon=claim.epsilon, delta=claim.delta,
                            samples=2 * 10**5, alpha=ALPHA, rng=rng_for_tests(43))
             assert result.passed, (step.name, part.name)  # each: false failure <= α = 1e-6
-    shares = sum(
-        part.mechanism.guarantee.epsilon for step in plan.steps.values()
-        for part in step.parts.values()
-    )
+    # A group spends the parts of one branch (a mean's second stage is one of two); every
+    # branch of an aggregate spends the same.
+    per_branch = [{sum(step.parts[p].mechanism.guarantee.epsilon for p in b)
+                   for b in step.aggregate.branches} for step in plan.steps.values()]
+    assert all(max(v) - min(v) <= 1e-12 for v in per_branch)
+    shares = sum(max(v) for v in per_branch)
     # Per group the parts and the selection add up to the release's ε over ≤ 2 groups per unit.
     assert np.isclose(2 * (shares + plan.selection.per_group[0]), plan.guarantee.epsilon)

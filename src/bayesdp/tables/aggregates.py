@@ -16,10 +16,10 @@ PARTS: dict[str, tuple[tuple[str, float], ...]] = {
     "count": (("count", 1.0),),
     "sum": (("sum", 1.0),),
     "histogram": (("counts", 1.0),),
-    # mean: 0.6 to the centred sum, 0.4 to the count. For a mean at distance d from the middle
-    # of bounds of half-width r, E|error| is at most 1.05x the public-n textbook mean's while
-    # d <= 0.43 r (1.13x with an even split), 1.58x when the mean sits on a bound (even: 1.50x).
-    "mean": (("count", 0.4), ("sum", 0.6)),
+    # mean, in two stages per group (estimate.py): 0.05 to a count and 0.05 to a sum centred on
+    # the middle of the bounds; then 0.9 either to a sum centred on that first estimate (groups
+    # whose count is clear of its noise) or to a second count (0.36) and sum (0.54).
+    "mean": (("count", 0.05), ("sum", 0.05), ("centred", 0.9), ("count2", 0.36), ("sum2", 0.54)),
     "std": (("count", 1 / 3), ("sum", 1 / 3), ("squares", 1 / 3)),
     # quantile: 0.85 to the released point, 0.06 to each exponential-mechanism draw bounding its
     # interval, 0.03 to the noisy count that only turns their rank slack into quantile levels.
@@ -46,6 +46,13 @@ class Aggregate:
     @property
     def parts(self) -> tuple[tuple[str, float], ...]:
         return PARTS[self.kind]
+
+    @property
+    def branches(self) -> tuple[tuple[str, ...], ...]:
+        """The sets of parts one group may use: a mean's second stage is one of two."""
+        if self.kind == "mean":
+            return (("count", "sum", "centred"), ("count", "sum", "count2", "sum2"))
+        return (tuple(name for name, _ in self.parts),)
 
     def describe(self) -> str:
         if self.kind in ("count_units", "count"):
@@ -106,7 +113,8 @@ def sum(column: str, bounds: Sequence[float] | None = None, *, weight: float = 1
 
 def mean(column: str, bounds: Sequence[float] | None = None, *, weight: float = 1.0,
          epsilon: float | None = None) -> Aggregate:
-    """Mean of `column` clipped to `bounds`: mid + noisy centred sum / noisy count."""
+    """Mean of `column` clipped to `bounds`, in two stages: a rough private mean, then the sum
+    re-centred on it (see estimate._mean)."""
     w, e = _budget(weight, epsilon)
     return Aggregate("mean", _column(column), _bounds(bounds), weight=w, epsilon=e)
 

@@ -26,6 +26,9 @@ QUANTILE_CELLS = 1 << 22
 # most e^-36 of the density at the target's own cell, so with 2^22 cells a draw lands outside
 # (and the whole grid is read) with probability below 1e-9.
 WINDOW_SCALES = 36.0
+# A mean's stage-1 count must reach this many of its noise scales for the re-centred second stage:
+# below it the first estimate is too rough to centre on (simulated crossover, bench/RESULTS.md).
+MEAN_SWITCH = 15.0
 
 
 FullGrid = Callable[[Cells], CellWindow]
@@ -97,6 +100,8 @@ def estimate(step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float
     if agg.kind == "sum":
         v, w = _noisy(step, "sum", s, a, rng)
         return Estimate(v, v - w, v + w)
+    if agg.kind == "mean":
+        return _mean(step, n, s, alpha, rng)
     mid, r = (lo + hi) / 2, (hi - lo) / 2
     n_hat, wn = _noisy(step, "count", n, a, rng)
     s_hat, ws = _noisy(step, "sum", s - n * mid, a, rng)
@@ -105,9 +110,6 @@ def estimate(step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float
     n_use = np.maximum(n_hat, 1.0)
     e1_lo, e1_hi = _ratio_range(s_hat - ws, s_hat + ws, n_lo, n_hi)
     e1_lo, e1_hi = np.clip(e1_lo, -r, r), np.clip(e1_hi, -r, r)
-    if agg.kind == "mean":
-        value = np.clip(mid + s_hat / n_use, lo, hi)
-        return Estimate(value, np.where(unknown, lo, mid + e1_lo), np.where(unknown, hi, mid + e1_hi))
     # std: Y = Σ((x-mid)² - r²/2) released; E[(x-mid)²] = Y/n + r²/2 (population variance).
     y_hat, wy = _noisy(step, "squares", sq - 2 * mid * s + n * mid * mid - n * r * r / 2, a, rng)
     e2 = np.clip(y_hat / n_use + r * r / 2, 0.0, r * r)
@@ -119,6 +121,82 @@ def estimate(step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float
     v_lo, v_hi = np.clip(e2_lo - sq_hi, 0, r * r), np.clip(e2_hi - sq_lo, 0, r * r)
     return Estimate(np.sqrt(var), np.where(unknown, 0.0, np.sqrt(v_lo)),
                     np.where(unknown, r, np.sqrt(v_hi)))
+
+
+def _mean(step: Step, n: np.ndarray, s: np.ndarray, alpha: float, rng: Rng) -> Estimate:
+    """A mean in two stages per group, re-centring the sum on a first private estimate (Karwa &
+    Vadhan 2018, Sec. 4: coarse estimate, then the sum clipped around it).
+
+    Stage 1 releases the count n1 and S1 = Σ(x - mid), so c = mid + S1/n1 (clipped to the bounds).
+    A group whose n1 is at least MEAN_SWITCH of its noise scales then releases Z = Σ(x - c)/d,
+    d = max(c - lo, hi - c) (one row moves it by at most 1), and its mean is c + dZ/n1: the
+    count's noise now multiplies only the small μ - c. Any other group releases a second count
+    and mid-centred sum, each averaged with stage 1's by inverse variance, and its mean is
+    mid + Ŝ/n̂. Either way a group spends the aggregate's whole budget once (`branches`).
+    Intervals: interval arithmetic over the parts used, α/2 each (centred) or α/4 (second stage).
+    """
+    agg = step.aggregate
+    assert agg.bounds is not None
+    lo, hi = agg.bounds
+    mid, r = (lo + hi) / 2, (hi - lo) / 2
+    n1, _ = _noisy(step, "count", n, alpha / 4, rng)
+    s1, _ = _noisy(step, "sum", s - n * mid, alpha / 4, rng)
+    centre = np.clip(mid + s1 / np.maximum(n1, 1.0), lo, hi)
+    big = n1 >= MEAN_SWITCH * step.parts["count"].scale
+    value, low, high = np.empty(n.size), np.full(n.size, float(lo)), np.full(n.size, float(hi))
+    if big.any():
+        c, d = centre[big], np.maximum(centre[big] - lo, hi - centre[big])
+        z, wz = _noisy(step, "centred", (s[big] - n[big] * c) / d, alpha / 2, rng)
+        nb = n1[big]
+        wb = float(step.parts["count"].mechanism.interval(alpha / 2))
+        value[big] = c + d * z / np.maximum(nb, 1.0)
+        e_lo, e_hi = _ratio_range(z - wz, z + wz, np.maximum(nb - wb, 1.0), np.maximum(nb + wb, 1.0))
+        known = nb - wb >= 1.0
+        low[big] = np.where(known, c + d * e_lo, lo)
+        high[big] = np.where(known, c + d * e_hi, hi)
+    small = ~big
+    if small.any():
+        n2, _ = _noisy(step, "count2", n[small], alpha / 4, rng)
+        s2, _ = _noisy(step, "sum2", s[small] - n[small] * mid, alpha / 4, rng)
+        kn, ks = _inverse_variance(step, "count", "count2"), _inverse_variance(step, "sum", "sum2")
+        n_hat, s_hat = kn * n1[small] + (1 - kn) * n2, ks * s1[small] + (1 - ks) * s2
+        wn, ws = second_stage_widths(step, alpha)
+        value[small] = mid + s_hat / np.maximum(n_hat, 1.0)
+        e_lo, e_hi = _ratio_range(s_hat - ws, s_hat + ws, np.maximum(n_hat - wn, 1.0),
+                                  np.maximum(n_hat + wn, 1.0))
+        known = n_hat - wn >= 1.0
+        low[small] = np.where(known, mid + np.maximum(e_lo, -r), lo)
+        high[small] = np.where(known, mid + np.minimum(e_hi, r), hi)
+    value = np.clip(value, lo, hi)
+    return Estimate(value, np.clip(low, lo, hi), np.clip(high, lo, hi))
+
+
+def second_stage_widths(step: Step, alpha: float) -> tuple[float, float]:
+    """Half-widths of a mean's averaged count and sum (second stage), each at level 1 - α/2."""
+    w = {p: float(step.parts[p].mechanism.interval(alpha / 4)) for p in ("count", "count2", "sum", "sum2")}
+    kn, ks = _inverse_variance(step, "count", "count2"), _inverse_variance(step, "sum", "sum2")
+    return kn * w["count"] + (1 - kn) * w["count2"], ks * w["sum"] + (1 - ks) * w["sum2"]
+
+
+def mean_half_width(step: Step, alpha: float, n: int) -> float:
+    """A mean's interval half-width for a group of n values, from public parameters only: at most
+    2r·wZ/(n - wn) in the re-centred stage (d <= 2r, μ = c), (wS + r·wn)/(n - wn) in the other."""
+    assert step.aggregate.bounds is not None
+    lo, hi = step.aggregate.bounds
+    r = (hi - lo) / 2
+    count = step.parts["count"].mechanism
+    if n >= MEAN_SWITCH * count.scale:
+        wz, wn = float(step.parts["centred"].mechanism.interval(alpha / 2)), float(count.interval(alpha / 2))
+        return float(min(r, 2 * r * wz / max(n - wn, 1.0)))
+    wn, ws = second_stage_widths(step, alpha)
+    return float(min(r, (ws + r * wn) / max(n - wn, 1.0)))
+
+
+def _inverse_variance(step: Step, first: str, second: str) -> float:
+    """Weight of `first` in the minimum-variance average of two unbiased estimates whose noise
+    is of one family, so variances are in the ratio of squared scales (Aitken 1935)."""
+    v1, v2 = step.parts[first].scale ** 2, step.parts[second].scale ** 2
+    return v2 / (v1 + v2)
 
 
 def _take(values: np.ndarray, index: np.ndarray, present: np.ndarray) -> np.ndarray:

@@ -2,7 +2,8 @@
 
 Default split (documented, overridable): every aggregate has weight 1 and, when keys are
 private, partition selection has weight 1 too; each gets ε·weight/Σweights. An aggregate's own
-parts share its budget by `aggregates.PARTS` (mean: 0.4 count, 0.6 centred sum; ...). With
+parts share its budget by `aggregates.PARTS` (a mean's second stage is one of two branches, each
+completing the aggregate's budget; `Aggregate.branches`). With
 Laplace noise δ goes entirely to partition selection. With Gaussian noise, partition selection
 (if any) gets half of δ and the aggregates compose in zCDP (Bun & Steinke 2016, Lemma 2.3):
 their total ρ is the largest whose tight (ε, δ) conversion (Canonne, Kamath & Steinke 2020,
@@ -32,7 +33,7 @@ from bayesdp.tables.aggregates import Aggregate
 from bayesdp.tables.selection import PartitionSelection
 
 NOISES = ("laplace", "gaussian")
-_INTEGER_PARTS = ("count", "counts")
+_INTEGER_PARTS = ("count", "counts", "count2")
 _SELECTION_PARTS = ("value", "low", "high")
 
 
@@ -113,7 +114,7 @@ def sensitivity(agg: Aggregate, part: str, max_rows: int) -> float:
     m = float(max_rows)
     if agg.kind == "count_units":
         return 1.0
-    if part in ("count", "counts"):
+    if part in _INTEGER_PARTS or part == "centred":  # centred: Σ(x - c)/max(c - lo, hi - c)
         return m
     if part in _SELECTION_PARTS:
         # u = -|rank - q·n|: a unit moves a rank by k in [0, m] and q·n by q·k, so |Δu| is at
@@ -125,7 +126,7 @@ def sensitivity(agg: Aggregate, part: str, max_rows: int) -> float:
     r = (hi - lo) / 2
     if agg.kind == "sum":
         return m * max(abs(lo), abs(hi))
-    if part == "sum":  # centred sum Σ(x - mid), |x - mid| <= r
+    if part in ("sum", "sum2"):  # centred sum Σ(x - mid), |x - mid| <= r
         return m * r
     return m * r * r / 2  # centred squares (x - mid)² - r²/2 in [-r²/2, r²/2]
 

@@ -29,6 +29,7 @@ from bayesdp.tables.estimate import (
     Estimate,
     cells_of,
     estimate,
+    mean_half_width,
     measure_of,
     rank_slack,
 )
@@ -272,6 +273,8 @@ class Query:
 def half_width(step: Any, alpha: float, n: int) -> float:
     """Interval half-width of an aggregate's estimate for a group of n values (public only)."""
     agg = step.aggregate
+    if agg.kind == "mean":
+        return mean_half_width(step, alpha, n)
     a = alpha / len(agg.parts)
     w = {p: float(part.mechanism.interval(a)) for p, part in step.parts.items()
          if hasattr(part.mechanism, "interval")}
@@ -279,8 +282,6 @@ def half_width(step: Any, alpha: float, n: int) -> float:
         return float(next(iter(w.values())))
     lo, hi = agg.bounds
     r = (hi - lo) / 2
-    if agg.kind == "mean":
-        return float(min(r, (w["sum"] + r * w["count"]) / max(n - w["count"], 1.0)))
     if agg.kind == "std":
         return float(min(r, math.sqrt((w["squares"] + r * r * w["count"] + 2 * r * w["sum"])
                                       / max(n - w["count"], 1.0))))
