@@ -103,13 +103,9 @@ class SparkEngine:
             if request.unit is None:  # every row is a unit: a unique id makes each row its own pair
                 source = source.withColumn(_ROW_UNIT, F.monotonically_increasing_id())
                 request = replace(request, unit=_ROW_UNIT)
-            pairs = _pairs(source, request, values)
-            pairs.persist(StorageLevel.MEMORY_AND_DISK)
-            try:
-                with _arrow_batches(self.frame.sparkSession, _HASH_BATCH_ROWS):
-                    return _collect(pairs, request, values)
-            finally:
-                pairs.unpersist()
+            with _persisted(_pairs(source, request, values)) as pairs, \
+                    _arrow_batches(self.frame.sparkSession, _HASH_BATCH_ROWS):
+                return _collect(pairs, request, values)
         except _SPARK_ERRORS as exc:
             raise _data_error(exc) from None
 
@@ -291,14 +287,27 @@ def _collect(pairs: DataFrame, req: BoundingRequest, values: list[str]) -> Exact
                            cells=cells, bins=bins, diagnostics=diag)
 
 
+@contextmanager
+def _persisted(frame: DataFrame) -> Iterator[DataFrame]:
+    frame.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        yield frame
+    finally:
+        frame.unpersist()
+
+
 def _grouped(rows: DataFrame, by: Sequence[str], cols: list[Column]) -> pd.DataFrame:
     """Aggregate per group on the cluster; collect the (small) result sorted by key, nulls last."""
     keys = [_col(k) for k in by]
-    agg = rows.groupBy(*keys).agg(*cols) if keys else rows.agg(*cols)
-    ordered = agg.orderBy(*[k.asc_nulls_last() for k in keys]) if keys else agg
+    return _collect_sorted(rows.groupBy(*keys).agg(*cols) if keys else rows.agg(*cols), by)
+
+
+def _collect_sorted(frame: DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """`frame` (small) on the driver, sorted by the columns `by`, nulls last."""
+    ordered = frame.orderBy(*[_col(k).asc_nulls_last() for k in by]) if by else frame
     if hasattr(ordered, "toArrow"):  # pyspark >= 4: columnar transfer, no Row objects
-        frame: pd.DataFrame = ordered.toArrow().to_pandas()
-        return frame
+        out: pd.DataFrame = ordered.toArrow().to_pandas()
+        return out
     data = ordered.collect()
     return pd.DataFrame.from_records([tuple(r) for r in data], columns=ordered.columns)
 
@@ -312,34 +321,30 @@ def _cell_window(rows: DataFrame, req: BoundingRequest, values: list[str], spec:
     keys = [_col(k) for k in req.keys]
     grid = rows.where(v.isNotNull()).select(*keys, cell.alias("__cell"),
                                             ((v < spec.lo) | (v > spec.hi)).alias("__out"))
-    coarse = grid.groupBy(*keys, F.shiftright("__cell", COARSE_SHIFT).alias("__k")).agg(
-        F.count(F.lit(1)).alias("__cnt"), _count_if(F.col("__out")).alias("__clip"))
-    coarse.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
+    # One pass over the kept rows: the cells stay on the cluster, the coarse bins come from them.
+    cells = grid.groupBy(*keys, "__cell").agg(F.count(F.lit(1)).alias("__count"),
+                                              _count_if(F.col("__out")).alias("__clip"))
+    coarse = cells.groupBy(*keys, F.shiftright("__cell", COARSE_SHIFT).alias("__k")).agg(
+        F.sum("__count").alias("__cnt"), F.sum("__clip").alias("__clip"))
+    by = Window.partitionBy(*keys) if keys else Window.partitionBy(F.lit(0))
+    cum, n = F.sum("__cnt").over(by.orderBy("__k")), F.sum("__cnt").over(by)
+    q, m = F.lit(float(spec.q)), F.lit(float(spec.margin))
+    near = (F.col("__cum").cast("double") > q * F.col("__n").cast("double") - m) & \
+        ((F.col("__cum") - F.col("__cnt")).cast("double") < q * F.col("__n").cast("double") + m)
+    with _persisted(cells) as cells, _persisted(coarse) as coarse:
         n_clip = int(coarse.agg(F.coalesce(F.sum("__clip"), F.lit(0))).collect()[0][0])
-        by = Window.partitionBy(*keys) if keys else Window.partitionBy(F.lit(0))
-        cum, n = F.sum("__cnt").over(by.orderBy("__k")), F.sum("__cnt").over(by)
         ranked = coarse.select(*keys, "__k", "__cnt", cum.alias("__cum"), n.alias("__n"))
-        q, m = F.lit(float(spec.q)), F.lit(float(spec.margin))
-        near = (F.col("__cum").cast("double") > q * F.col("__n").cast("double") - m) & \
-            ((F.col("__cum") - F.col("__cnt")).cast("double") < q * F.col("__n").cast("double") + m)
-        window = ranked.where(near).groupBy(*keys).agg(
-            F.min("__k").alias("__k0"), F.max("__k").alias("__k1"),
-            F.min(F.col("__cum") - F.col("__cnt")).alias("__below"), F.first("__n").alias("__n"))
-        window.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            sel = _grouped(window, req.keys,
-                           [F.first(c).alias(c) for c in ("__k0", "__k1", "__below", "__n")])
-            w = window.select(*[_col(k).alias(f"__w{i}") for i, k in enumerate(req.keys)],
-                              "__k0", "__k1")
-            on = [grid[f"`{k}`"].eqNullSafe(w[f"__w{i}"]) for i, k in enumerate(req.keys)]
-            joined = grid.join(F.broadcast(w), on=on) if on else grid.crossJoin(F.broadcast(w))
-            inside = joined.where(F.shiftright("__cell", COARSE_SHIFT).between(F.col("__k0"), F.col("__k1")))
-            fine = _grouped(inside, (*req.keys, "__cell"), [F.count(F.lit(1)).alias("__count")])
-        finally:
-            window.unpersist()
-    finally:
-        coarse.unpersist()
+        with _persisted(ranked.where(near)) as window:
+            sel = _grouped(window, req.keys, [
+                F.min("__k").alias("__k0"), F.max("__k").alias("__k1"),
+                F.min(F.col("__cum") - F.col("__cnt")).alias("__below"), F.first("__n").alias("__n")])
+            inside = cells
+            if window.count() < coarse.count():  # else every window is the whole grid
+                w = window.select(*[_col(k).alias(f"__w{i}") for i, k in enumerate(req.keys)], "__k")
+                on = [cells[f"`{k}`"].eqNullSafe(w[f"__w{i}"]) for i, k in enumerate(req.keys)]
+                on.append(F.shiftright(cells["__cell"], COARSE_SHIFT) == w["__k"])
+                inside = cells.join(F.broadcast(w), on=on).select(cells["*"])
+            fine = _collect_sorted(inside.select(*keys, "__cell", "__count"), (*req.keys, "__cell"))
     win = cell_window(len(groups), group_index(sel, groups, req.keys), sel,
                       group_index(fine, groups, req.keys), fine)
     return win, n_clip
