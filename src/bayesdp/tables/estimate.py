@@ -133,13 +133,15 @@ def _mean(step: Step, n: np.ndarray, s: np.ndarray, alpha: float, rng: Rng) -> E
     count's noise now multiplies only the small μ - c. Any other group releases a second count
     and mid-centred sum, each averaged with stage 1's by inverse variance, and its mean is
     mid + Ŝ/n̂. Either way a group spends the aggregate's whole budget once (`branches`).
-    Intervals: interval arithmetic over the parts used, α/2 each (centred) or α/4 (second stage).
+    Intervals: interval arithmetic over the parts a group uses, each count and sum at α/4 and Z
+    at α/2. The branch depends on stage 1's count only, so a miss needs its α/4 event or one of
+    the other parts' (α/2 for Z, 3α/4 for the second stage): at most α in all.
     """
     agg = step.aggregate
     assert agg.bounds is not None
     lo, hi = agg.bounds
     mid, r = (lo + hi) / 2, (hi - lo) / 2
-    n1, _ = _noisy(step, "count", n, alpha / 4, rng)
+    n1, w1 = _noisy(step, "count", n, alpha / 4, rng)
     s1, _ = _noisy(step, "sum", s - n * mid, alpha / 4, rng)
     centre = np.clip(mid + s1 / np.maximum(n1, 1.0), lo, hi)
     big = n1 >= MEAN_SWITCH * step.parts["count"].scale
@@ -148,10 +150,9 @@ def _mean(step: Step, n: np.ndarray, s: np.ndarray, alpha: float, rng: Rng) -> E
         c, d = centre[big], np.maximum(centre[big] - lo, hi - centre[big])
         z, wz = _noisy(step, "centred", (s[big] - n[big] * c) / d, alpha / 2, rng)
         nb = n1[big]
-        wb = float(step.parts["count"].mechanism.interval(alpha / 2))
         value[big] = c + d * z / np.maximum(nb, 1.0)
-        e_lo, e_hi = _ratio_range(z - wz, z + wz, np.maximum(nb - wb, 1.0), np.maximum(nb + wb, 1.0))
-        known = nb - wb >= 1.0
+        e_lo, e_hi = _ratio_range(z - wz, z + wz, np.maximum(nb - w1, 1.0), np.maximum(nb + w1, 1.0))
+        known = nb - w1 >= 1.0
         low[big] = np.where(known, c + d * e_lo, lo)
         high[big] = np.where(known, c + d * e_hi, hi)
     small = ~big
@@ -172,7 +173,8 @@ def _mean(step: Step, n: np.ndarray, s: np.ndarray, alpha: float, rng: Rng) -> E
 
 
 def second_stage_widths(step: Step, alpha: float) -> tuple[float, float]:
-    """Half-widths of a mean's averaged count and sum (second stage), each at level 1 - α/2."""
+    """Half-widths of a mean's averaged count and sum (second stage): each holds when both of
+    its parts' α/4 intervals do."""
     w = {p: float(step.parts[p].mechanism.interval(alpha / 4)) for p in ("count", "count2", "sum", "sum2")}
     kn, ks = _inverse_variance(step, "count", "count2"), _inverse_variance(step, "sum", "sum2")
     return kn * w["count"] + (1 - kn) * w["count2"], ks * w["sum"] + (1 - ks) * w["sum2"]
@@ -186,7 +188,7 @@ def mean_half_width(step: Step, alpha: float, n: int) -> float:
     r = (hi - lo) / 2
     count = step.parts["count"].mechanism
     if n >= MEAN_SWITCH * count.scale:
-        wz, wn = float(step.parts["centred"].mechanism.interval(alpha / 2)), float(count.interval(alpha / 2))
+        wz, wn = float(step.parts["centred"].mechanism.interval(alpha / 2)), float(count.interval(alpha / 4))
         return float(min(r, 2 * r * wz / max(n - wn, 1.0)))
     wn, ws = second_stage_widths(step, alpha)
     return float(min(r, (ws + r * wn) / max(n - wn, 1.0)))
