@@ -129,3 +129,31 @@ def test_engine_window_is_the_whole_grid_near_the_quantile():
         t = 0.3 * win.n[g]
         assert win.below[g] <= max(t - 40.0, 0.0)
         assert win.below[g] + win.count[mine].sum() >= min(t + 40.0, win.n[g])
+
+
+def test_a_draw_outside_the_window_reads_the_whole_grid_again(monkeypatch):
+    # Deterministic (seeded). With a window of ±1 rank (one coarse bin) the interval draws, aimed
+    # hundreds of ranks away, land outside it: the release reads the whole grid once more through
+    # the engine (same bounding seed) and returns values inside the bounds.
+    import dataclasses
+
+    import bayesdp.tables.estimate as est
+    import bayesdp.tables.query as query
+
+    wide = est.cells_of
+
+    def narrow(step, alpha):
+        return dataclasses.replace(wide(step, alpha), margin=1.0)
+
+    monkeypatch.setattr(est, "cells_of", narrow)
+    monkeypatch.setattr(query, "cells_of", narrow)
+    rng = rng_for_tests(3)
+    frame = pd.DataFrame({"u": np.arange(2000), "x": rng.uniform(0, 100, size=2000)})
+    q = bdp.table(frame, "u").agg(p=bdp.quantile("x", 0.5, bounds=(0, 100)))
+    calls = []
+    engine = q.table.engine
+    real = engine.aggregate
+    monkeypatch.setattr(engine, "aggregate", lambda req: calls.append(req.cells) or real(req))
+    out = q.release(0.05, rng=rng_for_tests(4)).to_pandas().iloc[0]
+    assert len(calls) == 2 and calls[1][0].margin == est.FULL_GRID
+    assert 0 <= out["p_low"] <= out["p"] <= out["p_high"] <= 100
