@@ -51,3 +51,9 @@ def test_large_groups_beat_the_textbook_mean_and_small_ones_pay_little():
     assert np.mean(np.abs(big.value - MU)) * 20_000 < 0.9
     _, small = _estimates("laplace", 200, 12)
     assert np.mean(np.abs(small.value - MU)) * 200 < 1.3
+
+
+def test_plan_says_each_group_takes_one_branch():
+    plan = make_plan({"m": bdp.mean("x", bounds=(0, 1))}, epsilon=1.0, delta=0.0, noise="laplace",
+                     unit="row", max_groups=1, max_rows=1, private_keys=False)
+    assert "m: each group uses count + sum + centred or count + sum + count2 + sum2" in plan.describe()

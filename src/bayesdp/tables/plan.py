@@ -106,6 +106,11 @@ class Plan:
             budget = f"ε={r['epsilon']:.4g}" if r["rho"] is None else f"ρ={r['rho']:.4g}"
             lines.append(f"{r['aggregate']}.{r['part']}: {r['mechanism']} ({budget} for the "
                          f"aggregate), sensitivity {r['sensitivity']:.6g}, scale {r['noise scale']:.6g}")
+        for step in self.steps.values():
+            if len(step.aggregate.branches) > 1:
+                uses = " or ".join(" + ".join(b) for b in step.aggregate.branches)
+                lines.append(f"{step.name}: each group uses {uses} (its stage-1 count decides), "
+                             "so it spends the aggregate's budget once")
         return "\n".join(lines)
 
 
