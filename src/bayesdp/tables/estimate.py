@@ -124,8 +124,8 @@ def estimate(step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float
 
 
 def _mean(step: Step, n: np.ndarray, s: np.ndarray, alpha: float, rng: Rng) -> Estimate:
-    """A mean in two stages per group, re-centring the sum on a first private estimate (Karwa &
-    Vadhan 2018, Sec. 4: coarse estimate, then the sum clipped around it).
+    """A mean in two stages per group, re-centring the sum on a first private estimate (the
+    coarse-then-refined scheme of Karwa & Vadhan 2018, ITCS: a rough private location first).
 
     Stage 1 releases the count n1 and S1 = Σ(x - mid), so c = mid + S1/n1 (clipped to the bounds).
     A group whose n1 is at least MEAN_SWITCH of its noise scales then releases Z = Σ(x - c)/d,
