@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import partial
+from functools import cache, partial
 
 import numpy as np
 
@@ -230,19 +230,19 @@ def _quantile(step: Step, exact: ExactAggregates, index: np.ndarray, alpha: floa
     present = index >= 0
     n_hat, wn = _noisy(step, "count", _take(win.n, index, present), alpha / 3, rng)
     width = (hi - lo) / spec.cells
-    starts = np.searchsorted(win.group, np.arange(len(exact.groups) + 1))
     value, low, high = (np.empty(index.size) for _ in range(3))
     slack = rank_slack(step.parts["low"].scale, spec.cells, alpha / 3, step.max_rows)
     n_lo = n_hat - wn  # n >= n_lo with probability >= 1 - α/3
-    whole: list[CellWindow] = []
+
+    @cache
+    def whole() -> CellWindow:  # read at most once per aggregate, only if a draw needs it
+        return full_grid(replace(spec, margin=FULL_GRID))
 
     def exact_intervals(g: int) -> GridIntervals:
-        if not whole:
-            whole.append(full_grid(replace(spec, margin=FULL_GRID)))
-        return window_intervals(lo, hi, width, whole[0], g)
+        return window_intervals(lo, hi, width, whole(), g)
 
     for j, g in enumerate(index):
-        intervals = window_intervals(lo, hi, width, win, g, starts)
+        intervals = window_intervals(lo, hi, width, win, g)
         target = agg.q * float(win.n[g]) if g >= 0 else 0.0
         full = partial(exact_intervals, int(g))
         value[j] = _draw(step, "value", intervals, target, rng, full)
@@ -270,18 +270,14 @@ class GridIntervals:
     rank_hi: np.ndarray
 
 
-def window_intervals(lo: float, hi: float, width: float, win: CellWindow, g: int,
-                     starts: np.ndarray | None = None) -> GridIntervals:
+def window_intervals(lo: float, hi: float, width: float, win: CellWindow, g: int) -> GridIntervals:
     """Group g's intervals [lo, window start, occupied grid values..., window stop, hi] that have a
     width (g = -1: a group without values, one interval [lo, hi] of rank 0)."""
     if g < 0:
         return GridIntervals(np.array([lo]), np.array([hi - lo]), np.array([math.log(hi - lo)]),
                              np.zeros(1), np.zeros(1))
-    if starts is None:
-        starts = np.searchsorted(win.group, [g, g + 1])
-        sl = slice(starts[0], starts[1])
-    else:
-        sl = slice(starts[g], starts[g + 1])
+    first, stop = np.searchsorted(win.group, [g, g + 1])
+    sl = slice(int(first), int(stop))
     a, b = min(lo + win.start[g] * width, hi), min(lo + win.stop[g] * width, hi)
     bounds = np.concatenate(([lo, a], lo + win.cell[sl] * width, [b, hi]))
     inside = win.below[g] + np.concatenate(([0.0], np.cumsum(win.count[sl], dtype=np.float64)))
