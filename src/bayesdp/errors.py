@@ -1,4 +1,12 @@
-"""One exception family for bayesdp: every error a user can cause is a BayesdpError."""
+"""One exception family for bayesdp: every error a user can cause is a BayesdpError.
+
+An error has two parts. `public_message` says what went wrong in terms that reveal nothing
+about the private data: it is all an analyst may see (the SQL front end and the service show
+only it). `private_detail`, when set, holds the exact data-dependent facts ("null in 3 rows",
+a value a cast error echoed, the engine's own text) for the data holder: answering an analyst
+with it would be a free, unaccounted query. `str(exc)` is both, for the data holder running
+bayesdp in their own process (the CLI prints it).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +15,21 @@ from typing import Any
 
 
 class BayesdpError(Exception):
-    """Base class of every error bayesdp raises on purpose."""
+    """Base class of every error bayesdp raises on purpose.
+
+    `BayesdpError(public_message, private_detail=...)`: the first argument is safe to show
+    an analyst; the keyword holds what only the data holder may see.
+    """
+
+    def __init__(self, public_message: str = "", *args: Any, private_detail: str | None = None):
+        super().__init__(public_message, *args)
+        self.public_message = str(public_message)
+        self.private_detail = private_detail
+
+    def __str__(self) -> str:
+        if self.private_detail is None:
+            return self.public_message
+        return f"{self.public_message} (private detail, for the data holder only: {self.private_detail})"
 
 
 class InvalidParameter(BayesdpError, ValueError):
@@ -27,7 +49,11 @@ class BudgetExhausted(BayesdpError):
 
 
 class LedgerError(BayesdpError):
-    """A ledger file is missing, corrupt, or not a bayesdp ledger."""
+    """A ledger file is missing, corrupt, unwritable, stale, or not a bayesdp ledger."""
+
+
+class ResourceError(BayesdpError, MemoryError):
+    """The engine ran out of memory or disk; the message says which limit to raise or where to spill."""
 
 
 def invalid(name: str, value: Any, allowed: str) -> InvalidParameter:
