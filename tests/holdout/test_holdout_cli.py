@@ -58,3 +58,28 @@ def test_holdout_command_reports_user_errors(
     files["q"].write_text("# only a comment\n")
     assert main(_args(files)) == 2
     assert "no queries" in _err(capsys)
+
+
+def test_a_seeded_run_says_it_is_not_private(
+    files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(_args(files, "--clip")) == 0
+    assert "seeded run: NOT private" in " ".join(capsys.readouterr().out.split())
+
+
+def test_holdout_facts_stay_in_the_private_detail(files: dict[str, Path]) -> None:
+    """An error about the holdout's values keeps the exact facts out of the public message."""
+    import duckdb
+
+    from bayesdp.commands.holdout import column_mean, relation
+    from bayesdp.errors import DataError
+
+    rel = relation(duckdb.connect(), files["holdout"], "holdout")
+    with pytest.raises(DataError) as info:
+        column_mean(rel, "y * 9", False, "holdout")
+    assert "outside [0, 1]" in info.value.public_message
+    assert "min" not in info.value.public_message and "max 9" in str(info.value.private_detail)
+    with pytest.raises(DataError) as info:
+        column_mean(rel, "CASE WHEN x > 0.5 THEN NULL ELSE 0 END", False, "holdout")
+    assert "NULL on some rows" in info.value.public_message
+    assert info.value.private_detail == f"{int(np.sum(X > 0.5))} row(s)"

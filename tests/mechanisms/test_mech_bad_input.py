@@ -140,28 +140,32 @@ ALL_RELEASERS = [*ADDITIVE, RandomizedResponse(1.0), Exponential(1.0), ReportNoi
     [
         (["a", "b"], "values must be numeric; got list"),
         ("abc", "values must be numeric; got str"),
-        ([0.0, NAN], "values has 1 NaN or infinite entries"),
-        (np.array([[INF, 0.0], [-INF, NAN]]), "values has 3 NaN or infinite entries"),
-        (None, "values has 1 NaN or infinite entries"),
+        ([0.0, NAN], "values has NaN or infinite entries.*: 1 of 2 entries"),
+        (np.array([[INF, 0.0], [-INF, NAN]]), "values has NaN or infinite entries.*: 3 of 4 entries"),
+        (None, "values has NaN or infinite entries.*: 1 of 1 entries"),
     ],
 )
 @pytest.mark.parametrize("mech", ALL_RELEASERS, ids=repr)
 def test_non_numeric_or_nan_data(mech: Any, data: Any, pattern: str) -> None:
-    with pytest.raises(DataError, match=re.escape(pattern)):
+    with pytest.raises(DataError, match=pattern) as info:
         mech.release(data, rng=rng_for_tests(0))
+    assert not any(ch.isdigit() for ch in info.value.public_message)  # counts are private
 
 
 @pytest.mark.parametrize("mech", [DiscreteLaplace(1.0), DiscreteGaussian(rho=0.5), RandomizedResponse(1.0)])
 def test_fractional_data_for_discrete_mechanisms(mech: Any) -> None:
-    with pytest.raises(DataError, match=r"values must be integers; found fractional entries such as 0\.5"):
+    with pytest.raises(DataError, match=r"values must be integers; found fractional entries.*such as 0\.5"
+                       ) as info:
         mech.release([1, 0.5], rng=rng_for_tests(0))
+    assert "0.5" not in info.value.public_message
 
 
 def test_randomized_response_categories_out_of_range() -> None:
     rr = RandomizedResponse(1.0, categories=3)
     for data in ([0, 3], [-1, 2]):
-        with pytest.raises(DataError, match=r"values must be categories 0\.\.2; found -?\d\.\.\d"):
+        with pytest.raises(DataError, match=r"values must be categories 0\.\.2.*found -?\d\.\.\d") as info:
             rr.release(data, rng=rng_for_tests(0))
+        assert "found" not in info.value.public_message
     with pytest.raises(DataError, match=r"responses must be categories 0\.\.2"):
         rr.estimate_counts([0, 1, 5])
     with pytest.raises(DataError, match=r"responses must be integers"):
@@ -169,8 +173,9 @@ def test_randomized_response_categories_out_of_range() -> None:
 
 
 def test_values_too_large_for_the_grid() -> None:
-    with pytest.raises(DataError, match=r"value 1e\+300 is too large for the noise grid"):
+    with pytest.raises(DataError, match=r"a value is too large for the noise grid.*1e\+300") as info:
         Laplace(1.0).release([0.0, 1e300], rng=rng_for_tests(0))
+    assert "1e+300" not in info.value.public_message
     with pytest.raises(DataError, match=r"values must lie within ±2\^62"):
         DiscreteLaplace(1.0).release([2.0**63], rng=rng_for_tests(0))
 
@@ -185,13 +190,13 @@ def test_bad_selection_scores() -> None:
         mech.select(["a"], [1.0], losses=[1.0])
     with pytest.raises(DataError, match=r"exactly one of utilities .* or losses"):
         mech.select(["a"])
-    with pytest.raises(DataError, match="losses has 1 NaN"):
+    with pytest.raises(DataError, match=r"losses has NaN.*1 of 2 entries"):
         mech.select(["a", "b"], losses=[1.0, NAN])
 
 
 def test_sparse_vector_bad_queries() -> None:
     sv = SparseVector(0.0, 1.0, rng=rng_for_tests(0))
-    with pytest.raises(DataError, match="values has 1 NaN"):
+    with pytest.raises(DataError, match=r"values has NaN.*1 of 2 entries"):
         sv.answer([1.0, NAN])
     assert sv.remaining == 1  # nothing was spent on a refused call
 

@@ -10,7 +10,7 @@ from scipy import stats
 
 import bayesdp.tables as bdp
 from bayesdp import rng_for_tests
-from bayesdp.errors import BudgetExceeded, DataError, InvalidParameter
+from bayesdp.errors import BudgetExceeded, InvalidParameter, ResourceError
 
 AGGS = {
     "users": bdp.count_units(),
@@ -166,7 +166,7 @@ def test_a_file_larger_than_the_memory_limit_streams(tmp_path):
         return q.release(epsilon=1.0, delta=1e-6, max_groups_per_unit=2, rng=rng_for_tests(3))
 
     no_spill = duckdb.connect(config={"memory_limit": f"{limit}B", "threads": 1, "temp_directory": ""})
-    with pytest.raises(DataError, match="Out of Memory"):  # the limit binds: it must spill
+    with pytest.raises(ResourceError, match="Out of Memory"):  # the limit binds: it must spill
         run(no_spill)
     small = run(capped)
     assert small.diagnostics.rows == 5_000_000 and small.diagnostics.rows * 32 >= 2 * limit

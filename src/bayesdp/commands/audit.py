@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from bayesdp.audit import AuditResult, audit
+from bayesdp.commands import SEED_HELP, SEEDED_NOTE
 from bayesdp.errors import DataError, invalid
 from bayesdp.noise import rng_for_tests
 
@@ -39,9 +40,8 @@ def register(sub: Any) -> None:
     parser.add_argument("--delta", type=float, default=0.0, help="claimed δ (default 0)")
     parser.add_argument("--samples", type=int, default=1_000_000, help="test runs per input")
     parser.add_argument("--alpha", type=float, default=0.05, help="1 - confidence (default 0.05)")
-    parser.add_argument(
-        "--seed", type=int, default=None, help="seed for a repeatable audit (default: OS randomness)"
-    )
+    parser.add_argument("--seed", type=int, default=None,
+                        help=f"{SEED_HELP} (default: OS randomness)")
     parser.set_defaults(run=run)
 
 
@@ -95,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
             progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
     report(result)
+    if args.seed is not None:
+        Console(stderr=True, highlight=False).print(SEEDED_NOTE)
     return 0 if result.passed else 1
 
 

@@ -16,9 +16,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bayesdp.commands import SEED_HELP, SEEDED_NOTE
 from bayesdp.errors import DataError, invalid
 from bayesdp.holdout import HoldoutAnswer, ReusableHoldout
 from bayesdp.noise import rng_for_tests
+from bayesdp.tables.engines import duckdb_errors
 
 READERS = {".csv": "read_csv", ".tsv": "read_csv", ".parquet": "read_parquet", ".json": "read_json"}
 
@@ -45,9 +47,7 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "--clip", action="store_true", help="clip values outside [0, 1] (counted) instead of failing"
     )
-    parser.add_argument(
-        "--seed", type=int, default=None, help="seed for repeatable output: NOT private (tests only)"
-    )
+    parser.add_argument("--seed", type=int, default=None, help=SEED_HELP)
     parser.set_defaults(run=run)
 
 
@@ -56,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
     con = duckdb.connect()
     train = relation(con, args.train, "train")
     holdout = relation(con, args.holdout, "holdout")
-    n = int(holdout.aggregate("count(*)").fetchall()[0][0])
+    with duckdb_errors(f"cannot read the holdout file {args.holdout}"):
+        n = int(holdout.aggregate("count(*)").fetchall()[0][0])
     if n == 0:
         raise DataError(f"the holdout file {args.holdout} has no rows")
     train_means: list[float] = []
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     )
     answers = h.query_means(train_means, hold_means)
     assert isinstance(answers, list)
-    show(queries, answers, h, clipped)
+    show(queries, answers, h, clipped, seeded=args.seed is not None)
     return 0
 
 
@@ -94,37 +95,34 @@ def relation(con: duckdb.DuckDBPyConnection, path: Path, name: str) -> Any:
         raise invalid(name, str(path), f"a file ending in one of {sorted(READERS)}")
     if not path.is_file():
         raise FileNotFoundError(f"{name} file not found: {path}")
-    try:
+    with duckdb_errors(f"cannot read the {name} file {path}"):
         read: Any = getattr(con, reader)
         rel = read(str(path))
-    except duckdb.Error as exc:
-        raise DataError(f"cannot read the {name} file {path}: {exc}") from None
     return rel
 
 
 def column_mean(rel: Any, expr: str, clip: bool, where: str) -> tuple[float, int]:
     """Mean over rows of a [0, 1]-valued expression, computed in DuckDB; refuses NULLs and range errors."""
     v = f"CAST(({expr}) AS DOUBLE)"
-    try:
+    with duckdb_errors(f"{where}: cannot evaluate {expr!r}"):
         row = rel.aggregate(
             f"count(*), count({v}), min({v}), max({v}), avg(least(greatest({v}, 0), 1)), "
             f"count(*) FILTER (WHERE {v} < 0 OR {v} > 1)"
         ).fetchall()[0]
-    except duckdb.Error as exc:
-        raise DataError(f"{where}: cannot evaluate {expr!r}: {exc}") from None
     rows, valued, lo, hi, mean, outside = row
     if valued < rows:
-        raise DataError(f"{where}: {expr!r} is NULL on {rows - valued} row(s)")
+        raise DataError(f"{where}: {expr!r} is NULL on some rows",
+                        private_detail=f"{rows - valued} row(s)")
     if outside and not clip:
         raise DataError(
-            f"{where}: {expr!r} has {outside} value(s) outside [0, 1] (min {lo}, max {hi}); "
-            "a query maps each row into [0, 1] (use --clip to clip, counted)"
-        )
+            f"{where}: {expr!r} has values outside [0, 1]; a query maps each row into [0, 1] "
+            "(use --clip to clip, counted)", private_detail=f"{outside} value(s), min {lo}, max {hi}")
     return float(mean), int(outside)
 
 
 def show(
-    queries: list[tuple[int, str]], answers: list[HoldoutAnswer], h: ReusableHoldout, clipped: int
+    queries: list[tuple[int, str]], answers: list[HoldoutAnswer], h: ReusableHoldout, clipped: int,
+    *, seeded: bool = False
 ) -> None:
     out = Console()
     table = Table(title="reusable holdout answers")
@@ -136,5 +134,7 @@ def show(
     out.print(table)
     out.print(f"budget left: {h.budget_left} of {h.budget} (holdout size {h.n})", highlight=False)
     out.print(f"guarantee: {escape(str(h.guarantee))}", highlight=False)
+    if seeded:
+        out.print(f"[bold red]{SEEDED_NOTE}[/]", highlight=False)
     if clipped:
         out.print(f"clipped values: {clipped}", highlight=False)

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from bayesdp.errors import DataError, invalid
+from bayesdp.errors import DataError, InvalidParameter, invalid
 
 Query = Callable[[Any], Any]
 
@@ -45,7 +45,7 @@ def evaluate(f: Query, data: Any, n: int, name: str, clip: bool) -> Evaluated:
     try:
         values = np.asarray(_to_numpy(f(data)))
     except (TypeError, ValueError) as exc:
-        raise DataError(f"the query's result on {name} is not numeric: {exc}") from None
+        raise DataError(f"the query's result on {name} is not numeric", private_detail=str(exc)) from None
     if values.ndim not in (1, 2) or values.shape[0] != n:
         raise DataError(
             f"the query returned shape {values.shape} on {name}: it must give one value per record, "
@@ -57,16 +57,16 @@ def evaluate(f: Query, data: Any, n: int, name: str, clip: bool) -> Evaluated:
         raise DataError(f"the query's result on {name} has dtype {values.dtype}: it must be numeric")
     if np.issubdtype(values.dtype, np.floating) and not np.isfinite(values).all():
         bad = int(np.count_nonzero(~np.isfinite(values)))
-        raise DataError(f"the query gave {bad} non-finite value(s) (NaN or inf) on {name}")
+        raise DataError(f"the query gave non-finite values (NaN or inf) on {name}",
+                        private_detail=f"{bad} non-finite value(s)")
     clipped = 0
     if values.size and (values.min() < 0 or values.max() > 1):
         outside = int(np.count_nonzero((values < 0) | (values > 1)))
         if not clip:
             raise DataError(
-                f"the query gave {outside} value(s) outside [0, 1] on {name} (min {values.min()!r}, "
-                f"max {values.max()!r}): a statistical query maps each record into [0, 1]; "
-                "pass clip=True to clip them (the count is reported)"
-            )
+                f"the query gave values outside [0, 1] on {name}: a statistical query maps each "
+                "record into [0, 1]; pass clip=True to clip them (the count is reported)",
+                private_detail=f"{outside} value(s), min {values.min()!r}, max {values.max()!r}")
         values = np.clip(values, 0.0, 1.0)
         clipped = outside
     return Evaluated(values.mean(axis=0, dtype=np.float64).reshape(-1), clipped)
@@ -87,5 +87,7 @@ def check_means(name: str, values: Any) -> np.ndarray:
         raise invalid(name, values, "a number or array of numbers in [0, 1]") from None
     if arr.size and (not np.isfinite(arr).all() or arr.min() < 0 or arr.max() > 1):
         bad = arr[~(np.isfinite(arr) & (arr >= 0) & (arr <= 1))][0]
-        raise invalid(name, float(bad), "a mean of a [0, 1]-valued query, in [0, 1]")
+        # A holdout mean is private: its value is only the data holder's detail.
+        raise InvalidParameter(f"{name} is not allowed: it must be a mean of a [0, 1]-valued "
+                               "query, in [0, 1]", private_detail=f"{name}={float(bad)!r}")
     return arr

@@ -53,10 +53,8 @@ class Leaderboard:
         if values.shape != self.labels.shape:
             raise DataError(f"the loss returned shape {values.shape}: one loss per example needed")
         if not np.isfinite(values).all() or values.min() < 0 or values.max() > 1:
-            raise DataError(
-                f"the loss gave values outside [0, 1] (min {values.min()!r}, max {values.max()!r}): "
-                "use a bounded loss"
-            )
+            raise DataError("the loss gave values outside [0, 1]: use a bounded loss",
+                            private_detail=f"min {values.min()!r}, max {values.max()!r}")
         return values
 
     def submit(self, predictions: Any) -> float:

@@ -44,7 +44,8 @@ def as_array(values: Any, name: str = "values") -> np.ndarray:
         raise DataError(f"{name} must be numeric; got {type(values).__name__}") from None
     if not np.all(np.isfinite(x)):
         bad = int(np.count_nonzero(~np.isfinite(x)))
-        raise DataError(f"{name} has {bad} NaN or infinite entries; remove or impute them first")
+        raise DataError(f"{name} has NaN or infinite entries; remove or impute them first",
+                        private_detail=f"{bad} of {x.size} entries")
     return x
 
 
@@ -52,9 +53,8 @@ def as_integers(values: Any, name: str = "values") -> np.ndarray:
     """Integer data as int64, refusing fractional entries instead of rounding them silently."""
     x = as_array(values, name)
     if not np.all(x == np.rint(x)):
-        raise DataError(
-            f"{name} must be integers; found fractional entries such as {float(x[x != np.rint(x)][0])!r}"
-        )
+        raise DataError(f"{name} must be integers; found fractional entries",
+                        private_detail=f"such as {float(x[x != np.rint(x)][0])!r}")
     if x.size and np.max(np.abs(x)) >= 2.0**62:
         raise DataError(f"{name} must lie within ±2^62")
     return x.astype(np.int64)

@@ -52,9 +52,8 @@ class RandomizedResponse(Mechanism):
     def release(self, values: Any, rng: Rng | None = None) -> Any:
         x = as_integers(values).ravel()
         if x.size and (x.min() < 0 or x.max() >= self.categories):
-            raise DataError(
-                f"values must be categories 0..{self.categories - 1}; found {int(x.min())}..{int(x.max())}"
-            )
+            raise DataError(f"values must be categories 0..{self.categories - 1}",
+                            private_detail=f"found {int(x.min())}..{int(x.max())}")
         r = resolve_rng(rng)
         gamma = math.log((math.exp(self.epsilon) + self.categories - 1) / self.categories)
         redraw = bernoulli_exp(np.full(x.size, gamma), r, lambda _i: self._gamma())

@@ -57,9 +57,9 @@ def _check_steps(largest: float, values: np.ndarray, grid: float) -> None:
     if largest >= _LIMIT:
         worst = float(np.max(np.abs(values)))
         raise DataError(
-            f"value {worst!r} is too large for the noise grid {grid!r}: |value| must be below "
-            f"{_LIMIT * grid:.6g} (2^62 grid steps); rescale the data or raise the noise scale"
-        )
+            f"a value is too large for the noise grid {grid!r}: |value| must be below "
+            f"{_LIMIT * grid:.6g} (2^62 grid steps); rescale the data or raise the noise scale",
+            private_detail=f"largest |value| {worst!r}")
 
 
 def unsnap(steps: np.ndarray, grid: float) -> np.ndarray:

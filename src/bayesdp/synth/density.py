@@ -144,7 +144,8 @@ def as_points(data: object, name: str = "data") -> np.ndarray:
     if x.shape[0] == 0:
         raise DataError(f"{name} is empty")
     if not np.isfinite(x).all():
-        raise DataError(f"{name} holds {int((~np.isfinite(x)).sum())} NaN or infinite values")
+        raise DataError(f"{name} holds NaN or infinite values",
+                        private_detail=f"{int((~np.isfinite(x)).sum())} values")
     return x
 
 

@@ -111,10 +111,9 @@ def encode(data: pd.DataFrame, specs: list[ColumnSpec], strict: bool) -> tuple[n
             if strict and outside.any():
                 bad = pd.unique(s[outside])[:5]
                 raise DataError(
-                    f"column {spec.name!r} has {int(outside.sum())} values outside its declared "
-                    f"domain, e.g. {list(bad)!r}; add them to domain[{spec.name!r}] or pass "
-                    "strict=False to drop those rows (they are counted)"
-                )
+                    f"column {spec.name!r} has values outside its declared domain; add them to "
+                    f"domain[{spec.name!r}] or pass strict=False to drop those rows (they are counted)",
+                    private_detail=f"{int(outside.sum())} values, e.g. {list(bad)!r}")
             keep &= ~outside
         else:
             e = spec.edges
@@ -122,9 +121,9 @@ def encode(data: pd.DataFrame, specs: list[ColumnSpec], strict: bool) -> tuple[n
             x = pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64)
             if np.isnan(x).any():
                 raise DataError(
-                    f"column {spec.name!r} has {int(np.isnan(x).sum())} missing or non-numeric "
-                    "values; fill them first or give the column a categorical domain"
-                )
+                    f"column {spec.name!r} has missing or non-numeric values; fill them first or "
+                    "give the column a categorical domain",
+                    private_detail=f"{int(np.isnan(x).sum())} values")
             out = (x < e[0]) | (x > e[-1])
             clipped += int(out.sum())
             code = np.clip(np.searchsorted(e, x, side="right") - 1, 0, len(e) - 2)
@@ -132,9 +131,8 @@ def encode(data: pd.DataFrame, specs: list[ColumnSpec], strict: bool) -> tuple[n
     codes = np.column_stack(cols) if cols else np.zeros((len(data), 0), dtype=np.int64)
     if len(data) and not keep.any():
         raise DataError(
-            f"all {len(data)} rows have a value outside the declared domains: check the levels "
-            "(and their types) given in domain"
-        )
+            "every row has a value outside the declared domains: check the levels (and their "
+            "types) given in domain", private_detail=f"all {len(data)} rows")
     return codes[keep], int((~keep).sum()), clipped
 
 

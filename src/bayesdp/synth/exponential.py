@@ -61,7 +61,8 @@ def sanitized_database(
     pos = np.searchsorted(dom, x)
     bad = (pos >= dom.size) | (dom[np.minimum(pos, dom.size - 1)] != x)
     if bad.any():
-        raise DataError(f"{int(bad.sum())} values of data are not in the domain")
+        raise DataError("values of data are not in the domain",
+                        private_detail=f"{int(bad.sum())} values, e.g. {float(x[bad][0])!r}")
     size = math.comb(k + dom.size - 1, dom.size - 1)
     if size > MAX_CANDIDATES:
         raise DataError(

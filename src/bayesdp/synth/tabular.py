@@ -346,7 +346,8 @@ def synthesize(
             raise DataError(f"columns {missing} are not in the data (it has {list(frame.columns)})")
         frame = frame[list(columns)]
     if frame.shape[1] == 0 or len(frame) == 0:
-        raise DataError(f"the table is empty ({frame.shape[0]} rows, {frame.shape[1]} columns)")
+        raise DataError("the table is empty (no rows or no columns)",
+                        private_detail=f"{frame.shape[0]} rows, {frame.shape[1]} columns")
     specs, discover = _specs(frame, dict(bounds or {}), dict(domain or {}), bins)
     delta_extra = DISCOVERY_DELTA_SHARE * delta if discover else 0.0
     rho = rho_for(epsilon, delta - delta_extra)

@@ -170,8 +170,16 @@ class Query:
                 max_rows_per_group: int = 1, alpha: float = 0.05, ledger: Ledger | None = None,
                 rng: Rng | None = None, noise: str = "laplace", selection_weight: float = 1.0,
                 label: str | None = None) -> Release:
-        """Run the release. `rng` is for tests only (a seeded generator is not private); with
-        `ledger`, the spend is recorded before any noisy value is computed."""
+        """Run the release. `rng` is for tests only (a seeded generator is not private).
+
+        With `ledger`, the spend is recorded before the engine reads a row. Checks that depend
+        only on public facts (the parameters, the plan, the schema: the engine binds its
+        queries without running them) come first and cost nothing. Every failure that can
+        depend on the private data (an empty table, null units, a value a filter or a public
+        key cannot be cast to, the engine running out of memory) comes after the spend:
+        otherwise an error would answer a question about the data for free. Such an error's
+        public message is generic; its exact facts are in `private_detail`, for the data holder.
+        """
         plan = self.plan(epsilon, delta, max_groups_per_unit=max_groups_per_unit,
                          max_rows_per_group=max_rows_per_group, noise=noise,
                          selection_weight=selection_weight)
@@ -180,16 +188,17 @@ class Query:
             warnings.warn(w, UserWarning, stacklevel=2)
         gen = resolve_rng(rng)
         engine = self.table.engine
-        if engine.is_empty():
-            raise DataError("the table is empty: there is nothing to release")
         request = self._request(plan, a, int(gen.integers(0, 2**63)) << 64 | int(gen.integers(0, 2**63)))
-        exact = engine.aggregate(request)
-        if exact.diagnostics.null_units:
-            raise DataError(f"privacy_unit {self.table.privacy_unit!r} is null in "
-                            f"{exact.diagnostics.null_units:,} rows: every row needs its unit "
-                            "(drop them with .where(...) if they belong to nobody)")
+        engine.check(request)
         if ledger is not None:
             ledger.spend(plan.guarantee, label or self.describe())
+        if engine.is_empty():
+            raise DataError("the table is empty: there is nothing to release")
+        exact = engine.aggregate(request)
+        if exact.diagnostics.null_units:
+            raise DataError(f"privacy_unit {self.table.privacy_unit!r} is null in some rows: every "
+                            "row needs its unit (drop them with .where(...) if they belong to nobody)",
+                            private_detail=f"null in {exact.diagnostics.null_units:,} rows")
         index, keys = self._released(plan, exact.groups, exact.units, gen)
         def full_grid(cells: Cells) -> CellWindow:
             # The same seed keeps the same rows, so this reads the grid of the same bounded data.
@@ -236,7 +245,8 @@ class Query:
         try:
             merged = public.merge(found, on=list(self.by), how="left", sort=False)
         except (ValueError, TypeError) as exc:
-            raise DataError(f"public keys do not match the type of the group columns: {exc}") from None
+            raise DataError("public keys do not match the type of the group columns",
+                            private_detail=str(exc)) from None
         index = merged["__gi"].fillna(-1).to_numpy(np.int64)
         return index, public
 

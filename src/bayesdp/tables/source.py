@@ -9,7 +9,7 @@ from typing import Any
 import duckdb
 
 from bayesdp.errors import DataError
-from bayesdp.tables.engines.duckdb import DuckDBEngine
+from bayesdp.tables.engines.duckdb import DuckDBEngine, duckdb_errors
 
 _READERS = {".csv": "read_csv", ".tsv": "read_csv", ".txt": "read_csv", ".parquet": "read_parquet",
             ".pq": "read_parquet", ".json": "read_json_auto", ".ndjson": "read_json_auto",
@@ -35,22 +35,19 @@ def engine_for(source: Any, connection: duckdb.DuckDBPyConnection | None = None)
         if not path.exists():
             raise DataError(f"file {str(path)!r} does not exist")
         literal = "'" + str(path).replace("'", "''") + "'"
-        try:
-            rel = con.sql(f"SELECT * FROM {_reader(path)}({literal})")
+        reader = _reader(path)
+        with duckdb_errors(f"cannot parse {str(path)!r}"):  # the parser's text may quote a line
+            rel = con.sql(f"SELECT * FROM {reader}({literal})")
             rel.columns  # noqa: B018 (binding the scan reads the header and fails on bad files)
-        except duckdb.Error as exc:
-            raise DataError(f"cannot parse {str(path)!r}: {exc}".replace("\n", " ")) from None
         return DuckDBEngine(rel)
     module = type(source).__module__.split(".")[0]
-    try:
+    with duckdb_errors(f"cannot read the {module} input"):
         if module == "pandas":
             return DuckDBEngine(con.from_df(source))
         if module == "polars":
             return DuckDBEngine(con.from_arrow(source.to_arrow()))
         if module == "pyarrow":
             return DuckDBEngine(con.from_arrow(source))
-    except duckdb.Error as exc:
-        raise DataError(f"cannot read the {module} input: {exc}".replace("\n", " ")) from None
     raise DataError(f"cannot read a {type(source).__name__}: give a file path, a pandas or Polars "
                     "data frame, an Arrow table or a DuckDB relation")
 

@@ -9,7 +9,7 @@ from bayesdp.tables.engines.base import (
     ExactAggregates,
     Measure,
 )
-from bayesdp.tables.engines.duckdb import DuckDBEngine
+from bayesdp.tables.engines.duckdb import DuckDBEngine, duckdb_errors
 
 __all__ = [
     "Bins",
@@ -20,4 +20,5 @@ __all__ = [
     "Engine",
     "ExactAggregates",
     "Measure",
+    "duckdb_errors",
 ]

@@ -23,6 +23,8 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
+from bayesdp.errors import BayesdpError, DataError, ResourceError
+
 
 @dataclass(frozen=True)
 class Measure:
@@ -161,6 +163,20 @@ def read_measures(
     return moments, clipped, nulls
 
 
+REJECTED = "rejected the query: an expression, a key or a column type does not fit the data"
+
+
+def engine_failure(exc: object, engine: str, public: str, *, out_of_memory: bool,
+                   advice: str) -> BayesdpError:
+    """The bayesdp error for an engine's exception. The engine's own text may echo a private
+    value (a cast error quotes the row's value), so it is only the curator's private detail;
+    the public message says what kind of failure it was."""
+    detail = " ".join(str(exc).split()) or type(exc).__name__
+    if out_of_memory:
+        return ResourceError(f"{engine} ran out of memory: {advice}", private_detail=detail)
+    return DataError(public, private_detail=detail)
+
+
 class Engine(Protocol):
     """What bayesdp needs from a data engine."""
 
@@ -171,5 +187,10 @@ class Engine(Protocol):
     def is_numeric(self, column: str) -> bool: ...
 
     def is_empty(self, where: tuple[str, ...] = ()) -> bool: ...
+
+    def check(self, request: BoundingRequest) -> None:
+        """Bind the request's queries without reading a row: errors that depend only on the
+        schema (an unknown column, a type that cannot compare) are raised here, before a spend."""
+        ...
 
     def aggregate(self, request: BoundingRequest) -> ExactAggregates: ...

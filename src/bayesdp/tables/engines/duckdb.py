@@ -11,6 +11,10 @@ Without quantiles or histograms the kept rows are aggregated in the same query; 
 the kept rows (at most units x max_groups x max_rows) are materialized once in a temporary
 table, dropped afterwards, so the grids cost no second pass over the data.
 One cheap scan counts the rows, the null units and the rows outside the public keys.
+
+Every DuckDB call, building a query and running it, goes through `duckdb_errors`: a DuckDB
+error becomes a DataError (or a ResourceError when memory or disk runs out) whose public
+message is generic and whose private detail is DuckDB's own text, which can quote a row's value.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import pandas as pd
 from bayesdp.errors import DataError
 from bayesdp.tables.engines.base import (
     COARSE_SHIFT,
+    REJECTED,
     Bins,
     BoundingRequest,
     Cells,
@@ -35,6 +40,7 @@ from bayesdp.tables.engines.base import (
     Diagnostics,
     ExactAggregates,
     cell_window,
+    engine_failure,
     read_measures,
 )
 
@@ -42,6 +48,21 @@ _NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "
             "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "REAL", "DECIMAL", "BOOLEAN")
 _MASK64 = (1 << 64) - 1
 SOURCE = "bdp_source"
+OUT_OF_MEMORY_ADVICE = ("raise memory_limit= (--memory-limit on the command line), or give "
+                        "temp_directory= (--temp-directory) on a disk with free space so that "
+                        "DuckDB spills to it")
+
+
+@contextmanager
+def duckdb_errors(public: str = f"DuckDB {REJECTED}") -> Iterator[None]:
+    """Turn a DuckDB error raised inside the block into a bayesdp error with the `public`
+    message (or a ResourceError when memory or disk ran out); DuckDB's text stays private."""
+    try:
+        yield
+    except duckdb.Error as exc:
+        oom = isinstance(exc, duckdb.OutOfMemoryException) or "No space left on device" in str(exc)
+        raise engine_failure(exc, "DuckDB", public, out_of_memory=oom,
+                             advice=OUT_OF_MEMORY_ADVICE) from None
 
 
 def ident(name: str) -> str:
@@ -73,12 +94,22 @@ class DuckDBEngine:
         self.relation = relation
 
     def sql(self, query: str) -> duckdb.DuckDBPyRelation:
-        try:
+        """The query bound (not run) over the source."""
+        with duckdb_errors():
             rel = self.relation.query(SOURCE, query)
-        except duckdb.Error as exc:
-            raise DataError(f"the engine rejected the query: {exc}".replace("\n", " ")) from None
         assert rel is not None
         return rel
+
+    def rows(self, query: str) -> list[Any]:
+        """The query's result rows."""
+        with duckdb_errors():
+            return self.sql(query).fetchall()
+
+    def frame(self, query: str) -> pd.DataFrame:
+        """The query's result as a pandas frame."""
+        with duckdb_errors():
+            out: pd.DataFrame = self.sql(query).df()
+        return out
 
     def schema(self) -> dict[str, str]:
         return dict(zip(self.relation.columns, (str(t) for t in self.relation.types), strict=True))
@@ -91,7 +122,7 @@ class DuckDBEngine:
         return f"SELECT * FROM {SOURCE} WHERE {cond}"
 
     def is_empty(self, where: tuple[str, ...] = ()) -> bool:
-        return not self.sql(f"SELECT 1 FROM ({self._filtered(where)}) LIMIT 1").fetchall()
+        return not self.rows(f"SELECT 1 FROM ({self._filtered(where)}) LIMIT 1")
 
     @contextmanager
     def _temp(self, query: str) -> Iterator[str]:
@@ -100,18 +131,18 @@ class DuckDBEngine:
         try:
             yield name
         finally:
-            self.relation.query(SOURCE, f"DROP TABLE IF EXISTS {name}")
+            self.sql(f"DROP TABLE IF EXISTS {name}")
+
+    def check(self, request: BoundingRequest) -> None:
+        values = _value_columns(request)
+        source = self._filtered(request.where)
+        self.sql(_counts_sql(source, request))
+        self.sql(_kept_sql(source, request, values))
 
     def aggregate(self, request: BoundingRequest) -> ExactAggregates:
         values = _value_columns(request)
         source = self._filtered(request.where)
-        in_keys = _in_list(request)
-        unit_null = "FALSE" if request.unit is None else f"{ident(request.unit)} IS NULL"
-        counts = self.sql(
-            f"SELECT count(*), count(*) FILTER ({unit_null}),"
-            f" count(*) FILTER (NOT ({unit_null}) AND NOT ({in_keys})) FROM ({source})"
-        ).fetchall()[0]
-        totals = tuple(int(c) for c in counts)
+        totals = tuple(int(c) for c in self.rows(_counts_sql(source, request))[0])
         if not request.cells and not request.bins:  # one pass: aggregate the kept rows directly
             return self._collect(f"({_kept_sql(source, request, values)})", request, values, totals)
         with self._temp(_kept_sql(source, request, values)) as kept:
@@ -132,7 +163,7 @@ class DuckDBEngine:
                      f"count(*) FILTER ({v} < {meas.lo!r} OR {v} > {meas.hi!r}) AS __c{i}"]
         for j in range(len(values)):
             cols.append(f"count(*) FILTER (__v{j} IS NULL) AS __null{j}")
-        stats_df = self.sql(f"SELECT {key_sel}{', '.join(cols)} FROM {kept} {group_by}").df()
+        stats_df = self.frame(f"SELECT {key_sel}{', '.join(cols)} FROM {kept} {group_by}")
         kept_rows = int(stats_df["__rows"].sum())
         groups = stats_df[list(req.keys)].reset_index(drop=True)
         moments, clipped, nulls = read_measures(stats_df, req, values)
@@ -164,25 +195,25 @@ class DuckDBEngine:
         bins = (f"SELECT {key_sel}__cell >> {COARSE_SHIFT} AS __k, count(*) AS __cnt,"
                 f" count(*) FILTER (__out) AS __clip FROM {grid} GROUP BY ALL")
         with self._temp(bins) as coarse:
-            n_clip = self.sql(f"SELECT coalesce(sum(__clip), 0) FROM {coarse}").fetchall()[0][0]
+            n_clip = self.rows(f"SELECT coalesce(sum(__clip), 0) FROM {coarse}")[0][0]
             ranked = (f"SELECT *, CAST(sum(__cnt) OVER ({part} ORDER BY __k) AS BIGINT) AS __cum,"
                       f" CAST(sum(__cnt) OVER ({part}) AS BIGINT) AS __n FROM {coarse}")
             q, m = float(spec.q), float(spec.margin)
             near = (f"SELECT * FROM ({ranked}) WHERE CAST(__cum AS DOUBLE) > {q!r} * __n - {m!r}"
                     f" AND CAST(__cum - __cnt AS DOUBLE) < {q!r} * __n + {m!r}")
             with self._temp(near) as window:
-                sel_df = self.sql(
+                sel_df = self.frame(
                     f"SELECT {key_sel}min(__k) AS __k0, max(__k) AS __k1, min(__cum - __cnt) AS __below,"
-                    f" any_value(__n) AS __n FROM {window} GROUP BY ALL ORDER BY {order}__k0").df()
+                    f" any_value(__n) AS __n FROM {window} GROUP BY ALL ORDER BY {order}__k0")
                 # When the noise is wide next to the groups, every window is the whole grid: skip the join.
-                whole = self.sql(f"SELECT (SELECT count(*) FROM {window}) = (SELECT count(*) FROM"
-                                 f" {coarse})").fetchall()[0][0]
+                whole = self.rows(f"SELECT (SELECT count(*) FROM {window}) = (SELECT count(*) FROM"
+                                  f" {coarse})")[0][0]
                 on = "".join(f"g.{k} IS NOT DISTINCT FROM w.{k} AND " for k in keys)
                 join = "" if whole else f" JOIN {window} w ON {on}g.__cell >> {COARSE_SHIFT} = w.__k"
-                cells_df = self.sql(
+                cells_df = self.frame(
                     f"SELECT {''.join(f'g.{k}, ' for k in keys)}g.__cell, count(*) AS __count"
                     f" FROM {grid} g{join}"
-                    f" GROUP BY ALL ORDER BY {''.join(f'g.{k} NULLS LAST, ' for k in keys)}g.__cell").df()
+                    f" GROUP BY ALL ORDER BY {''.join(f'g.{k} NULLS LAST, ' for k in keys)}g.__cell")
         win = cell_window(len(groups), group_index(sel_df, groups, req.keys), sel_df,
                           group_index(cells_df, groups, req.keys), cells_df)
         return win, int(n_clip)
@@ -195,15 +226,22 @@ class DuckDBEngine:
         case += f" ELSE {len(inner)} END" if inner else ""
         b = case if inner else "0"
         keys = "".join(f"{ident(k)}, " for k in req.keys)
-        df = self.sql(
+        df = self.frame(
             f"SELECT {keys}{b} AS __bin, count(*) AS __count,"
             f" count(*) FILTER ({v} < {spec.edges[0]!r} OR {v} > {spec.edges[-1]!r}) AS __clip"
             f" FROM {kept} WHERE {v} IS NOT NULL GROUP BY ALL"
-        ).df()
+        )
         gi = group_index(df, groups, req.keys)
         out = np.zeros((len(groups), len(spec.edges) - 1), dtype=np.int64)
         np.add.at(out, (gi, df["__bin"].to_numpy(np.int64)), df["__count"].to_numpy(np.int64))
         return out, int(df["__clip"].sum())
+
+
+def _counts_sql(source: str, req: BoundingRequest) -> str:
+    """Rows, rows with a null unit, rows outside the public keys."""
+    unit_null = "FALSE" if req.unit is None else f"{ident(req.unit)} IS NULL"
+    return (f"SELECT count(*), count(*) FILTER ({unit_null}),"
+            f" count(*) FILTER (NOT ({unit_null}) AND NOT ({_in_list(req)})) FROM ({source})")
 
 
 def _value_columns(req: BoundingRequest) -> list[str]:
@@ -287,4 +325,4 @@ def group_index(df: pd.DataFrame, groups: pd.DataFrame, keys: Sequence[str]) -> 
     return np.repeat(runs["__gi"].to_numpy(np.int64), np.diff(np.append(starts, len(df))))
 
 
-__all__ = ["DuckDBEngine", "ident", "keyed_hashes", "literal"]
+__all__ = ["DuckDBEngine", "duckdb_errors", "ident", "keyed_hashes", "literal"]

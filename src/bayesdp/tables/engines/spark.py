@@ -29,9 +29,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bayesdp.errors import DataError, InvalidParameter
+from bayesdp.errors import BayesdpError, DataError, InvalidParameter
 from bayesdp.tables.engines.base import (
     COARSE_SHIFT,
+    REJECTED,
     Bins,
     BoundingRequest,
     Cells,
@@ -40,6 +41,7 @@ from bayesdp.tables.engines.base import (
     ExactAggregates,
     Measure,
     cell_window,
+    engine_failure,
     read_measures,
 )
 from bayesdp.tables.engines.duckdb import group_index, keyed_hashes
@@ -63,6 +65,8 @@ _ROW_UNIT = "__bdp_row"  # the unit column Spark adds when every row is a unit
 # release on per-batch overhead (2M rows, local[2]); a batch of 100,000 rows is a few MB.
 _HASH_BATCH_ROWS = 100_000
 _BATCH_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
+OUT_OF_MEMORY_ADVICE = ("give the driver and the executors more memory (spark.driver.memory, "
+                        "spark.executor.memory) or more partitions (spark.sql.shuffle.partitions)")
 _READERS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "csv", ".txt": "csv",
             ".json": "json", ".jsonl": "json", ".ndjson": "json", ".orc": "orc"}
 
@@ -95,16 +99,27 @@ class SparkEngine:
         except _SPARK_ERRORS as exc:
             raise _data_error(exc) from None
 
-    def aggregate(self, request: BoundingRequest) -> ExactAggregates:
+    def _plan(self, request: BoundingRequest) -> tuple[DataFrame, BoundingRequest, list[str]]:
+        """The request's (unit, group) pairs, not yet run, the request as run, its value columns."""
         specs: list[Measure | Cells | Bins] = [*request.measures, *request.cells, *request.bins]
         values = list(dict.fromkeys(s.column for s in specs))
+        source = self._filtered(request.where)
+        if request.unit is None:  # every row is a unit: a unique id makes each row its own pair
+            source = source.withColumn(_ROW_UNIT, F.monotonically_increasing_id())
+            request = replace(request, unit=_ROW_UNIT)
+        return _pairs(source, request, values), request, values
+
+    def check(self, request: BoundingRequest) -> None:
+        # Spark analyses a plan as it is built: building the pairs binds every column and filter.
         try:
-            source = self._filtered(request.where)
-            if request.unit is None:  # every row is a unit: a unique id makes each row its own pair
-                source = source.withColumn(_ROW_UNIT, F.monotonically_increasing_id())
-                request = replace(request, unit=_ROW_UNIT)
-            with _persisted(_pairs(source, request, values)) as pairs, \
-                    _arrow_batches(self.frame.sparkSession, _HASH_BATCH_ROWS):
+            self._plan(request)
+        except _SPARK_ERRORS as exc:
+            raise _data_error(exc) from None
+
+    def aggregate(self, request: BoundingRequest) -> ExactAggregates:
+        try:
+            pairs, request, values = self._plan(request)
+            with _persisted(pairs) as pairs, _arrow_batches(self.frame.sparkSession, _HASH_BATCH_ROWS):
                 return _collect(pairs, request, values)
         except _SPARK_ERRORS as exc:
             raise _data_error(exc) from None
@@ -128,12 +143,14 @@ def _arrow_batches(spark: SparkSession, rows: int) -> Iterator[None]:
             spark.conf.set(_BATCH_CONF, saved)
 
 
-def _data_error(exc: Exception) -> DataError:
-    """One line: the error of a Python worker (its traceback's last line), else Spark's first."""
+def _data_error(exc: Exception, public: str = f"Spark {REJECTED}") -> BayesdpError:
+    """The bayesdp error with `public` as its message and, as private detail, one line: the
+    error of a Python worker (its traceback's last line), else Spark's first."""
     lines = [ln.strip() for ln in str(exc).split("JVM stacktrace:")[0].splitlines() if ln.strip()]
     python = any(ln.startswith("Traceback") for ln in lines)
     message = (lines[-1] if python else lines[0]) if lines else type(exc).__name__
-    return DataError(f"Spark rejected the query: {message}")
+    return engine_failure(message, "Spark", public, out_of_memory="OutOfMemoryError" in str(exc),
+                          advice=OUT_OF_MEMORY_ADVICE)
 
 
 def _hasher(row_hash: str, group_hash: str) -> Callable[[Iterator[pa.RecordBatch]],
@@ -371,7 +388,7 @@ def spark_engine(source: Any, spark: Any = None, master: str | None = None) -> S
             reader = reader.option("sep", "\t")
         frame = reader.format(fmt).load(path)
     except _SPARK_ERRORS as exc:
-        raise DataError(f"cannot read {path!r} with Spark: {_data_error(exc)}") from None
+        raise _data_error(exc, f"cannot read {path!r} with Spark") from None
     return SparkEngine(frame)
 
 

@@ -1,0 +1,77 @@
+"""Engine errors are bayesdp errors whose public message reveals nothing about the data, and a
+release spends its budget before any failure that can depend on the data."""
+
+import duckdb
+import pandas as pd
+import pytest
+
+import bayesdp as bdp
+from bayesdp import Guarantee, Ledger, rng_for_tests
+from bayesdp.errors import DataError, ResourceError
+from bayesdp.tables.engines import duckdb_errors
+
+
+@pytest.fixture
+def texts() -> pd.DataFrame:
+    return pd.DataFrame({"u": [1, 2, 3], "g": ["secret-a", "secret-b", "secret-c"], "v": [1.0, 2.0, 3.0]})
+
+
+def _ledger(tmp_path) -> Ledger:
+    return Ledger(tmp_path / "budget.db", budget=Guarantee(10.0, unit="u"))
+
+
+def test_a_cast_failing_at_execution_is_wrapped_and_paid_for(texts, tmp_path):
+    """Integer keys on a text column fail only when DuckDB runs the query (whether a cast
+    succeeds depends on the values), with an error quoting a private value."""
+    led = _ledger(tmp_path)
+    q = bdp.table(texts, "u").group_by("g", keys=[1, 2]).agg(n=bdp.count())
+    with pytest.raises(DataError) as info:
+        q.release(1.0, ledger=led, rng=rng_for_tests(1))
+    assert "secret" not in info.value.public_message
+    assert "secret" in info.value.private_detail and "secret" in str(info.value)
+    assert len(led.history()) == 1  # the failure answered a question about the data: it was charged
+
+
+def test_a_filter_failing_on_a_value_is_wrapped(texts, tmp_path):
+    q = bdp.table(texts, "u").where("CAST(g AS INTEGER) > 0").agg(n=bdp.count())
+    with pytest.raises(DataError) as info:
+        q.release(1.0, rng=rng_for_tests(1))
+    assert "secret" not in info.value.public_message and "secret" in info.value.private_detail
+
+
+def test_schema_errors_cost_nothing(texts, tmp_path):
+    """An error that depends only on the schema is raised before the spend."""
+    led = _ledger(tmp_path)
+    q = bdp.table(texts, "u").where("g + 1 > 0").agg(n=bdp.count())
+    with pytest.raises(DataError, match="DuckDB rejected the query"):
+        q.release(1.0, ledger=led, rng=rng_for_tests(1))
+    assert led.history() == []
+
+
+def test_null_units_are_charged_and_counted_only_in_the_private_detail(tmp_path):
+    led = _ledger(tmp_path)
+    frame = pd.DataFrame({"u": [1.0, None, None, 4.0], "v": [1.0, 2.0, 3.0, 4.0]})
+    with pytest.raises(DataError) as info:
+        bdp.table(frame, "u").agg(n=bdp.count()).release(1.0, ledger=led, rng=rng_for_tests(1))
+    assert "is null in some rows" in info.value.public_message
+    assert "2" not in info.value.public_message
+    assert info.value.private_detail == "null in 2 rows"
+    assert len(led.history()) == 1
+
+
+def test_a_file_the_parser_rejects_keeps_its_lines_private(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text('{"u": 1, "name": "private-name"\n')
+    with pytest.raises(DataError) as info:
+        bdp.table(path, "u")
+    assert "cannot parse" in info.value.public_message
+    assert "private-name" not in info.value.public_message
+
+
+def test_out_of_memory_is_a_resource_error_with_advice():
+    con = duckdb.connect(config={"memory_limit": "8MB", "threads": 1, "temp_directory": ""})
+    with pytest.raises(ResourceError) as info, duckdb_errors():
+        con.sql("SELECT list(range) FROM range(10000000)").fetchall()
+    assert "memory_limit" in info.value.public_message
+    assert "temp_directory" in info.value.public_message
+    assert "Out of Memory" in info.value.private_detail
