@@ -1,0 +1,417 @@
+"""Row-local SQL expressions: the one checker every user expression passes before an engine sees it.
+
+`row_expression(text, columns)` parses the text with sqlglot (DuckDB syntax) and accepts only an
+expression whose value on a row depends on that row alone: literals, the table's own columns,
+arithmetic, comparisons, boolean logic, BETWEEN, IN and LIKE with literals, IS [NOT] NULL,
+IS [NOT] DISTINCT FROM, CASE, casts to scalar types, COALESCE/NULLIF and the deterministic scalar
+functions in `FUNCTIONS`. Everything else is refused with an `InvalidParameter` naming the
+construct: statements and `;`, subqueries and EXISTS, table functions (read_csv, query, ...),
+aggregates, window functions, `*`, parameters, lambdas, element and field access, other tables'
+columns, and every function not on the list (random, now, getenv, current_setting, nextval, ...).
+
+Engines run `RowExpression.sql(dialect)`, rendered from the checked tree (identifiers quoted,
+comments dropped), never the user's text.
+
+What is promised (and what is not):
+
+- The expression reads only the current row of the table it filters: no other table, file,
+  setting, sequence or random state, and no other row (no aggregate or window).
+- Errors: a row on which the expression would raise must not stop the query, or the analyst
+  learns one bit about that row. Casts are rendered as TRY_CAST. On DuckDB the whole expression
+  is wrapped in `TRY(...)`, so any error a row's values can cause (integer overflow, an implicit
+  cast of bad text, an invalid date) makes the expression NULL on that row; `%` by zero is
+  rendered as NULL; `/` by zero, ln(0), sqrt(-1) and exp(1000) give inf or NaN rather than an
+  error. On Spark arithmetic is rendered with try_add, try_subtract, try_multiply and
+  try_divide, `%` and abs guarded, so overflow and division by zero give NULL under ANSI mode
+  too. Not covered on Spark: the implicit casts ANSI mode applies when a text column meets a
+  number (`text_col = 1`); write an explicit CAST (rendered as TRY_CAST) to compare text with
+  numbers there.
+- Time: DuckDB evaluates a chunk of rows in which some row raises again row by row, which is
+  much slower; the time of a query can show that such a row exists. Casts and `%` are rendered
+  so that they never raise, so only overflow and implicit casts of text take that path.
+- Errors a constant causes (a bad literal, an unknown date part) do not depend on the data and
+  are reported as they are.
+- Not promised: the time (see above) or memory an expression takes (it runs once per row in the
+  engine), and anything about values a filter keeps: a filter is public, so choose it before
+  looking at the data, and each release spends its own budget.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from typing import Literal
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ErrorLevel, SqlglotError
+from sqlglot.tokens import TokenType  # type: ignore[attr-defined]
+
+from bayesdp.errors import InvalidParameter, invalid
+
+Dialect = Literal["duckdb", "spark"]
+
+MAX_LENGTH = 10_000  # characters of expression text; longer input is refused before parsing
+
+# Operators and structure whose children are checked like any other node.
+_STRUCTURE: frozenset[type[exp.Expression]] = frozenset({
+    exp.Paren, exp.Neg, exp.Not, exp.And, exp.Or,
+    exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.DPipe,
+    exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ,
+    exp.Between, exp.Case, exp.If, exp.Coalesce, exp.Nullif, exp.Null, exp.Boolean,
+})
+
+# The deterministic scalar functions, by sqlglot node, with the name users write. Each has the
+# same meaning in DuckDB and Spark (log with one argument is base 10 in both, see _normalize).
+FUNCTIONS: dict[type[exp.Expression], str] = {
+    exp.Abs: "abs", exp.Round: "round", exp.Floor: "floor", exp.Ceil: "ceil", exp.Sign: "sign",
+    exp.Sqrt: "sqrt", exp.Cbrt: "cbrt", exp.Ln: "ln", exp.Log: "log", exp.Exp: "exp",
+    exp.Pow: "power", exp.IsNan: "isnan", exp.Least: "least", exp.Greatest: "greatest",
+    exp.Lower: "lower", exp.Upper: "upper", exp.Length: "length", exp.Trim: "trim",
+    exp.Substring: "substring", exp.StartsWith: "starts_with", exp.EndsWith: "ends_with",
+    exp.Contains: "contains", exp.Replace: "replace", exp.Left: "left", exp.Right: "right",
+    exp.Year: "year", exp.Quarter: "quarter", exp.Month: "month", exp.Day: "day",
+    exp.Hour: "hour", exp.Minute: "minute", exp.Extract: "extract / date_part",
+    exp.TimestampTrunc: "date_trunc", exp.DateTrunc: "date_trunc",
+}
+
+# Date parts whose numbering agrees in DuckDB and Spark (day of week and seconds do not).
+DATE_PARTS = frozenset({"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE"})
+TRUNC_UNITS = frozenset({"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND"})
+INTERVAL_UNITS = frozenset({"YEAR", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND"})
+
+_T = exp.DataType.Type
+CAST_TYPES = frozenset({
+    _T.BOOLEAN, _T.TINYINT, _T.SMALLINT, _T.INT, _T.BIGINT, _T.FLOAT, _T.DOUBLE, _T.DECIMAL,
+    _T.VARCHAR, _T.TEXT, _T.CHAR, _T.DATE, _T.TIMESTAMP, _T.TIMESTAMPNTZ,
+})
+
+_TABLE_FUNCTIONS = ("read_", "query", "glob", "parquet_", "sniff_", "iceberg_", "delta_scan",
+                    "range", "generate_series", "unnest", "duckdb_", "pragma_", "sql_")
+
+
+def _named(node: exp.Expression) -> str:
+    """What the refused construct is, in words an analyst recognizes."""
+    if isinstance(node, exp.Window):
+        return "window function"
+    if isinstance(node, exp.Exists):
+        return "EXISTS subquery"
+    if isinstance(node, exp.Subquery | exp.Query | exp.Any | exp.All):
+        return "subquery"
+    if isinstance(node, exp.ReadCSV | exp.ReadParquet | exp.Unnest | exp.Explode):
+        return f"table function {node.sql_name().lower()}"
+    if isinstance(node, exp.AggFunc):
+        return f"aggregate {node.sql_name().lower()}"
+    if isinstance(node, exp.Anonymous):
+        name = str(node.name).lower()
+        kind = "table function" if name.startswith(_TABLE_FUNCTIONS) else "function"
+        return f"{kind} {name}"
+    if isinstance(node, exp.Star):
+        return "*"
+    if isinstance(node, exp.Placeholder | exp.Parameter | exp.SessionParameter):
+        return "parameter placeholder"
+    if isinstance(node, exp.Lambda):
+        return "lambda"
+    if isinstance(node, exp.Bracket):
+        return "element access [...]"
+    if isinstance(node, exp.Dot):
+        return "field access"
+    if isinstance(node, exp.Alias):
+        return "alias (AS)"
+    if isinstance(node, exp.ByteString | exp.RawString | exp.HexString | exp.National |
+                  exp.UnicodeString):
+        return "escape-string literal"
+    if isinstance(node, exp.Func):
+        return f"function {node.sql_name().lower()}"
+    if isinstance(node, exp.Command | exp.DDL | exp.DML):
+        return "statement"
+    return f"{node.key.upper()} expression"
+
+
+def _where(node: exp.Expression) -> str:
+    """' at line L, column C' from the first position sqlglot recorded in the node's subtree."""
+    for n in node.walk():
+        meta = n.meta
+        if "line" in meta and "col" in meta:
+            return f" at line {meta['line']}, column {meta['col']}"
+    return ""
+
+
+@dataclass(frozen=True)
+class RowExpression:
+    """A checked row-local expression: `text` its canonical DuckDB form, `columns` the columns it
+    reads; `sql(dialect)` what an engine runs."""
+
+    text: str
+    columns: frozenset[str]
+    tree: exp.Expression = field(repr=False, compare=False)
+
+    def sql(self, dialect: Dialect = "duckdb") -> str:
+        """The checked tree as SQL for `dialect`, in parentheses, with errors made NULL (see the
+        module docstring)."""
+        if dialect == "duckdb":
+            return f"(TRY({_generate(_bottom_up(self.tree.copy(), _guard_mod), 'duckdb')}))"
+        if dialect == "spark":
+            return f"({_generate(_bottom_up(self.tree.copy(), _spark_total), 'spark')})"
+        raise invalid("dialect", dialect, "'duckdb' or 'spark'")
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _generate(tree: exp.Expression, dialect: str) -> str:
+    return tree.sql(dialect=dialect, identify=True, comments=False, unsupported_level=ErrorLevel.RAISE)
+
+
+def _bottom_up(node: exp.Expression, fun: Callable[[exp.Expression], exp.Expression]) -> exp.Expression:
+    """Apply `fun` to every node, children first (sqlglot's transform skips a replaced subtree)."""
+    for child in list(node.iter_expressions()):
+        key, index = child.arg_key, child.index  # read first: `fun` may re-parent the child
+        new = _bottom_up(child, fun)
+        if new is not child and key is not None:
+            node.set(key, new, index=index)
+    return fun(node)
+
+
+def _try(name: str, *args: exp.Expression) -> exp.Expression:
+    return exp.Anonymous(this=name, expressions=list(args))
+
+
+def _guard_mod(node: exp.Expression) -> exp.Expression:
+    """x % 0 is NULL, not an error (DuckDB's TRY would catch it, but row by row: slowly)."""
+    if not isinstance(node, exp.Mod):
+        return node
+    zero = exp.EQ(this=node.expression.copy(), expression=exp.Literal.number(0))
+    return exp.Case(ifs=[exp.If(this=zero, true=exp.Null())], default=node)
+
+
+def _spark_total(node: exp.Expression) -> exp.Expression:
+    """Spark's ANSI mode raises on overflow and division by zero: use its NULL-returning forms."""
+    binary: dict[type[exp.Expression], str] = {
+        exp.Add: "try_add", exp.Sub: "try_subtract", exp.Mul: "try_multiply", exp.Div: "try_divide"}
+    if type(node) in binary:
+        return _try(binary[type(node)], node.this, node.expression)
+    if isinstance(node, exp.Mod):  # try_mod needs Spark 4
+        return _guard_mod(node)
+    if isinstance(node, exp.Neg) and not isinstance(node.this, exp.Literal):
+        return _try("try_subtract", exp.Literal.number(0), node.this)
+    if isinstance(node, exp.Abs):
+        neg = exp.LT(this=node.this.copy(), expression=exp.Literal.number(0))
+        return exp.Case(ifs=[exp.If(this=neg, true=_try("try_subtract", exp.Literal.number(0),
+                                                             node.this.copy()))],
+                        default=node.this)
+    return node
+
+
+def row_expression(source: str | exp.Expression | RowExpression, columns: Collection[str], *,
+                   role: str = "expression") -> RowExpression:
+    """Check that `source` (DuckDB SQL text or a sqlglot node) is a row-local expression over
+    `columns`; `role` names it in errors (e.g. "condition", "holdout query line 3")."""
+    cols = list(columns)
+    if isinstance(source, RowExpression):
+        tree = source.tree.copy()
+    elif isinstance(source, exp.Expression):
+        tree = source.copy()
+    elif isinstance(source, str):
+        tree = _parse(source, role)
+    else:
+        raise invalid(role, source, "a SQL expression (text) over the table's columns")
+    try:
+        checker = _Checker(cols, role)
+        checker.check(tree)
+        tree = _bottom_up(tree, _normalize)
+        text = _generate(tree, "duckdb")
+    except RecursionError:
+        raise InvalidParameter(f"{role}: the expression is nested too deeply") from None
+    except SqlglotError as exc:
+        raise InvalidParameter(f"{role}: cannot render the expression: {exc}") from None
+    return RowExpression(text, frozenset(checker.used), tree)
+
+
+def _parse(text: str, role: str) -> exp.Expression:
+    if not text.strip():
+        raise invalid(role, text, "a non-empty SQL expression over the table's columns")
+    if len(text) > MAX_LENGTH:
+        raise invalid(role, f"{text[:40]}...", f"an expression of at most {MAX_LENGTH:,} characters")
+    try:
+        dialect = sqlglot.Dialect.get_or_raise("duckdb")
+        tokens = dialect.tokenize(text)
+        semicolon = next((t for t in tokens if t.token_type == TokenType.SEMICOLON), None)
+        if semicolon is not None:
+            raise InvalidParameter(f"{role}: ';' at line {semicolon.line}, column {semicolon.col} is "
+                                   "not allowed: give one expression, not statements")
+        trees = dialect.parser().parse(tokens, text)
+    except SqlglotError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InvalidParameter(f"{role}: cannot parse {text!r} as a SQL expression: {first}") from None
+    except RecursionError:
+        raise InvalidParameter(f"{role}: the expression is nested too deeply") from None
+    tree = trees[0] if len(trees) == 1 else None
+    if not isinstance(tree, exp.Expression):
+        raise invalid(role, text, "exactly one SQL expression")
+    return tree
+
+
+def _normalize(node: exp.Expression) -> exp.Expression:
+    """Casts become TRY_CAST (a bad value gives NULL, not an error that tells about the row);
+    log(x) becomes log(10, x) (DuckDB's meaning; sqlglot would render Spark's natural log);
+    date_part('unit', x) becomes EXTRACT(unit FROM x)."""
+    if type(node) is exp.Cast:  # safe=True: Spark's generator writes CAST for an unsafe TryCast
+        return exp.TryCast(this=node.this, to=node.args["to"], safe=True)
+    if type(node) is exp.Log and node.expression is None:
+        return exp.Log(this=exp.Literal.number(10), expression=node.this)
+    return _date_part(node) or node
+
+
+class _Checker:
+    def __init__(self, columns: list[str], role: str) -> None:
+        self.columns = columns
+        self.lower: dict[str, list[str]] = {}
+        for c in columns:
+            self.lower.setdefault(c.lower(), []).append(c)
+        self.role = role
+        self.used: set[str] = set()
+        self.special: dict[type[exp.Expression], Callable[[exp.Expression], None]] = {
+            exp.Column: self._column, exp.Literal: self._literal, exp.Cast: self._cast,
+            exp.TryCast: self._cast, exp.In: self._in, exp.Like: self._like, exp.ILike: self._like,
+            exp.Escape: self._escape, exp.Is: self._is, exp.Interval: self._interval,
+            exp.Extract: self._extract, exp.TimestampTrunc: self._trunc, exp.DateTrunc: self._trunc,
+            exp.Anonymous: self._anonymous,
+        }
+
+    def refuse(self, node: exp.Expression, what: str | None = None, hint: str = "") -> InvalidParameter:
+        what = what or _named(node)
+        return InvalidParameter(
+            f"{self.role}: {what}{_where(node)} is not allowed: a row expression may use only "
+            f"this row's columns, literals, operators, CASE, CAST and the functions "
+            f"{', '.join(sorted(set(FUNCTIONS.values())))}{hint}")
+
+    def check(self, node: exp.Expression) -> None:
+        kind = type(node)
+        if kind in self.special:
+            self.special[kind](node)
+            return
+        if kind not in _STRUCTURE and kind not in FUNCTIONS:
+            raise self.refuse(node)
+        for child in node.iter_expressions():
+            self.check(child)
+
+    def _children(self, node: exp.Expression, *skip: str) -> None:
+        for key, value in node.args.items():
+            if key in skip:
+                continue
+            for child in value if isinstance(value, list) else [value]:
+                if isinstance(child, exp.Expression):
+                    self.check(child)
+
+    def _column(self, node: exp.Expression) -> None:
+        assert isinstance(node, exp.Column)
+        if any(node.args.get(k) for k in ("table", "db", "catalog")):
+            raise self.refuse(node, f"reference to another table ({node.sql('duckdb')})")
+        if not isinstance(node.this, exp.Identifier):
+            raise self.refuse(node.this)
+        name = str(node.this.this)
+        if name not in self.columns:
+            matches = self.lower.get(name.lower(), [])
+            if len(matches) != 1:
+                raise self._unknown(node, name)
+            name = matches[0]  # DuckDB and Spark resolve unquoted names case-insensitively
+            node.set("this", exp.to_identifier(name, quoted=True))
+        self.used.add(name)
+
+    def _unknown(self, node: exp.Expression, name: str) -> InvalidParameter:
+        close = difflib.get_close_matches(name, self.columns, n=3, cutoff=0.5)
+        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        shown = ", ".join(repr(c) for c in self.columns[:20]) + (" ..." if len(self.columns) > 20 else "")
+        return InvalidParameter(f"{self.role}: {name!r}{_where(node)} is not a column of the table"
+                                f"{hint} (columns: {shown})")
+
+    def _literal(self, node: exp.Expression) -> None:
+        return None  # numbers and strings; escape strings are other node types
+
+    def _cast(self, node: exp.Expression) -> None:
+        to = node.args.get("to")
+        extra = [k for k in ("format", "action", "default") if node.args.get(k) is not None]
+        if extra or not isinstance(to, exp.DataType) or to.this not in CAST_TYPES or \
+                any(not (isinstance(p, exp.DataTypeParam) and isinstance(p.this, exp.Literal)
+                         and not p.this.is_string) for p in to.expressions):
+            shown = to.sql("duckdb") if isinstance(to, exp.Expression) else str(to)
+            raise self.refuse(node, f"cast to {shown}",
+                              "; casts go to BOOLEAN, integer, DOUBLE, DECIMAL, VARCHAR, DATE or TIMESTAMP")
+        self.check(node.this)
+
+    def _in(self, node: exp.Expression) -> None:
+        for key in ("query", "unnest", "field"):
+            if node.args.get(key) is not None:
+                raise self.refuse(node.args[key], "subquery" if key == "query" else f"IN {key}")
+        items = node.expressions
+        if not items:
+            raise self.refuse(node, "IN with an empty list")
+        for item in items:
+            if not _is_constant(item):
+                raise self.refuse(item, f"IN list item {item.sql('duckdb')}", "; IN takes a list of literals")
+        self.check(node.this)
+        for item in items:
+            self.check(item)
+
+    def _like(self, node: exp.Expression) -> None:
+        if not (isinstance(node.expression, exp.Literal) and node.expression.is_string):
+            raise self.refuse(node.expression, "LIKE with a pattern that is not a string literal")
+        self._children(node)
+
+    def _escape(self, node: exp.Expression) -> None:
+        if type(node.this) not in (exp.Like, exp.ILike) or not (
+                isinstance(node.expression, exp.Literal) and node.expression.is_string):
+            raise self.refuse(node, "ESCAPE other than a string literal after LIKE")
+        self._children(node)
+
+    def _is(self, node: exp.Expression) -> None:
+        if not isinstance(node.expression, exp.Null | exp.Boolean):
+            raise self.refuse(node, "IS other than IS [NOT] NULL / TRUE / FALSE")
+        self._children(node)
+
+    def _unit(self, node: exp.Expression, unit: exp.Expression | None, allowed: frozenset[str],
+              what: str) -> None:
+        name = unit.name.upper() if isinstance(unit, exp.Var | exp.Literal) else None
+        if name not in allowed:
+            shown = unit.sql("duckdb") if isinstance(unit, exp.Expression) else "no unit"
+            raise self.refuse(node, f"{what} {shown}", f"; units: {', '.join(sorted(allowed))}")
+
+    def _interval(self, node: exp.Expression) -> None:
+        self._unit(node, node.args.get("unit"), INTERVAL_UNITS, "interval unit")
+        if not (isinstance(node.this, exp.Literal)):
+            raise self.refuse(node, "interval of a non-literal length")
+
+    def _extract(self, node: exp.Expression) -> None:
+        self._unit(node, node.this, DATE_PARTS, "date part")
+        self.check(node.expression)
+
+    def _trunc(self, node: exp.Expression) -> None:
+        self._unit(node, node.args.get("unit"), TRUNC_UNITS, "date_trunc unit")
+        self._children(node, "unit")
+
+    def _anonymous(self, node: exp.Expression) -> None:
+        """Only date_part('unit', x), which sqlglot leaves unparsed (_normalize makes it EXTRACT)."""
+        if _date_part(node) is None:
+            raise self.refuse(node)
+        self._unit(node, node.expressions[0], DATE_PARTS, "date part")
+        self.check(node.expressions[1])
+
+
+def _date_part(node: exp.Expression) -> exp.Extract | None:
+    """EXTRACT(unit FROM x) for date_part('unit', x), else None."""
+    args = node.expressions
+    if isinstance(node, exp.Anonymous) and str(node.name).lower() == "date_part" and \
+            len(args) == 2 and isinstance(args[0], exp.Literal) and args[0].is_string:
+        return exp.Extract(this=exp.var(args[0].name.upper()), expression=args[1])
+    return None
+
+
+def _is_constant(node: exp.Expression) -> bool:
+    """A literal, NULL, TRUE/FALSE, a negated number or a typed literal (DATE '2020-01-01')."""
+    if isinstance(node, exp.Literal | exp.Null | exp.Boolean):
+        return True
+    if isinstance(node, exp.Neg | exp.Paren):
+        return _is_constant(node.this)
+    return isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal)
