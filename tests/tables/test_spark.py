@@ -19,7 +19,7 @@ import bayesdp.tables as bdp
 from bayesdp import rng_for_tests
 from bayesdp.errors import DataError, InvalidParameter
 from bayesdp.tables.engines import Bins, BoundingRequest, Cells, DuckDBEngine, Measure
-from bayesdp.tables.estimate import QUANTILE_CELLS
+from bayesdp.tables.quantiles import QUANTILE_CELLS
 
 pytest.importorskip("pyspark")
 pytestmark = pytest.mark.spark

@@ -18,6 +18,7 @@ the contribution bounds, for example::
 from __future__ import annotations
 
 import argparse
+import os
 import threading
 import tomllib
 from pathlib import Path
@@ -107,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
             options[k] = getattr(args, k)
     if "epsilon" not in options:
         raise DataError("give epsilon in the spec or with --epsilon")
+    for flag, path in (("--out", args.out), ("--report", args.report)):
+        _check_writable(flag, path)
     ledger = Ledger(args.ledger) if args.ledger else None
     if args.engine == "spark":
         from bayesdp.tables.engines.spark import session_for
@@ -123,14 +126,32 @@ def run(args: argparse.Namespace) -> int:
     for line in release.caveats():
         console.print(f"[dim]{line}[/]", highlight=False)
     console.print(f"guarantee: {release.guarantee}", highlight=False)
-    if args.out:
-        out = Path(args.out)
-        df = release.to_pandas()
-        df.to_parquet(out, index=False) if out.suffix == ".parquet" else df.to_csv(out, index=False)
-        console.print(f"wrote {out}")
-    if args.report:
-        console.print(f"wrote {release.report(args.report)}")
+    df = release.to_pandas()
+    try:
+        if args.out:
+            out = Path(args.out)
+            df.to_parquet(out, index=False) if out.suffix == ".parquet" else df.to_csv(out, index=False)
+            console.print(f"wrote {out}")
+        if args.report:
+            console.print(f"wrote {release.report(args.report)}")
+    except OSError as exc:
+        # The budget is spent: print the full-precision release rather than lose it.
+        console.print(df.to_csv(index=False), highlight=False, markup=False)
+        raise DataError(f"the release is spent and printed above as CSV, but writing it failed: "
+                        f"{exc}") from None
     return 0
+
+
+def _check_writable(flag: str, path: str | None) -> None:
+    """Refuse, before anything is spent, an output path that cannot be written."""
+    if path is None:
+        return
+    target = Path(path)
+    folder = target.parent
+    if target.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK) or \
+            (target.exists() and not os.access(target, os.W_OK)):
+        raise invalid(flag, path, "a writable file path in an existing directory (checked before "
+                      "any budget is spent)")
 
 
 def _with_progress(con: duckdb.DuckDBPyConnection, work: Any) -> Any:

@@ -34,8 +34,10 @@ def _plot(release: Release, name: str) -> str:
     y = np.arange(len(labels))
     for j in range(value.shape[1]):
         off = (j - (value.shape[1] - 1) / 2) * 0.8 / value.shape[1]
-        ax.errorbar(value[:, j], y + off, xerr=[value[:, j] - low[:, j], high[:, j] - value[:, j]],
-                    fmt="o", ms=3, capsize=2)
+        # Bars are never negative, whatever the estimate (matplotlib refuses negative xerr).
+        below = np.nan_to_num(np.maximum(value[:, j] - low[:, j], 0.0))
+        above = np.nan_to_num(np.maximum(high[:, j] - value[:, j], 0.0))
+        ax.errorbar(value[:, j], y + off, xerr=[below, above], fmt="o", ms=3, capsize=2)
     ax.set_yticks(y, labels)
     ax.set_ylabel(", ".join(map(str, release.keys.columns)))
     ax.set_title(f"{name} = {agg.describe()} (bars: {1 - release.alpha:.0%} intervals)", fontsize=10)

@@ -21,9 +21,10 @@ PARTS: dict[str, tuple[tuple[str, float], ...]] = {
     # whose count is clear of its noise) or to a second count (0.36) and sum (0.54).
     "mean": (("count", 0.05), ("sum", 0.05), ("centred", 0.9), ("count2", 0.36), ("sum2", 0.54)),
     "std": (("count", 1 / 3), ("sum", 1 / 3), ("squares", 1 / 3)),
-    # quantile: 0.85 to the released point, 0.06 to each exponential-mechanism draw bounding its
-    # interval, 0.03 to the noisy count that only turns their rank slack into quantile levels.
-    "quantile": (("count", 0.03), ("value", 0.85), ("low", 0.06), ("high", 0.06)),
+    # quantile (quantiles.py): 0.65 to the released point; 0.0875 to each exponential-mechanism draw
+    # of a candidate end of its interval and to each noisy rank certifying a candidate.
+    "quantile": (("value", 0.65), ("low", 0.0875), ("high", 0.0875), ("low_rank", 0.0875),
+                 ("high_rank", 0.0875)),
 }
 
 

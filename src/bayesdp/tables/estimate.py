@@ -9,29 +9,19 @@ interval is the range of the estimator over the parts' intervals (interval arith
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-from functools import cache, partial
+from dataclasses import dataclass
 
 import numpy as np
 
-from bayesdp.noise import Rng, bernoulli_exp
+from bayesdp.noise import Rng
 from bayesdp.tables.aggregates import Aggregate
-from bayesdp.tables.engines.base import FULL_GRID, Cells, CellWindow, ExactAggregates, Measure
+from bayesdp.tables.engines.base import ExactAggregates, Measure
 from bayesdp.tables.plan import Step
+from bayesdp.tables.quantiles import FullGrid, cells_of, quantile_draws
 
-# Quantiles snap values to this many grid cells between the bounds (Smith 2011 on the grid).
-QUANTILE_CELLS = 1 << 22
-# Past a window reaching this many noise scales beyond every target, each grid value has at
-# most e^-36 of the density at the target's own cell, so with 2^22 cells a draw lands outside
-# (and the whole grid is read) with probability below 1e-9.
-WINDOW_SCALES = 36.0
 # A mean's stage-1 count must reach this many of its noise scales for the re-centred second stage:
 # below it the first estimate is too rough to centre on (simulated crossover, bench/RESULTS.md).
 MEAN_SWITCH = 15.0
-
-
-FullGrid = Callable[[Cells], CellWindow]
 
 
 @dataclass(frozen=True)
@@ -46,17 +36,6 @@ class Estimate:
 def measure_of(agg: Aggregate) -> Measure:
     assert agg.column is not None and agg.bounds is not None
     return Measure(agg.column, *agg.bounds)
-
-
-def cells_of(step: Step, alpha: float) -> Cells:
-    """The grid a quantile's draws need: the window around q·n holds the value, low and high
-    targets (q·n and q·n ± slack, see `_quantile`) with WINDOW_SCALES noise scales beyond each."""
-    agg = step.aggregate
-    assert agg.column is not None and agg.bounds is not None and agg.q is not None
-    scale = max(step.parts[p].scale for p in ("value", "low", "high"))
-    margin = rank_slack(step.parts["low"].scale, QUANTILE_CELLS, alpha / 3, step.max_rows) + \
-        WINDOW_SCALES * scale
-    return Cells(agg.column, agg.bounds[0], agg.bounds[1], QUANTILE_CELLS, agg.q, margin)
 
 
 def _noisy(step: Step, part: str, exact: np.ndarray, alpha: float, rng: Rng) -> tuple[np.ndarray, float]:
@@ -74,25 +53,61 @@ def _ratio_range(s_lo: np.ndarray, s_hi: np.ndarray, n_lo: np.ndarray, n_hi: np.
 
 def estimate(step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float,
              rng: Rng, full_grid: FullGrid | None = None) -> Estimate:
-    """The noisy value and interval of one aggregate for the groups at `index` (-1: empty group).
+    """The noisy value and interval of one aggregate for the groups at `index` (-1: empty group),
+    both clamped to the aggregate's range (`consistent`).
 
     `full_grid(cells)` reads a quantile's whole grid (`Cells` with margin FULL_GRID), which a draw
     needs only when it lands outside its group's window; quantiles require it.
     """
+    return consistent(step.aggregate, _estimate(step, exact, index, alpha, rng, full_grid))
+
+
+def value_range(agg: Aggregate) -> tuple[float, float]:
+    """The values an aggregate can take: counts are >= 0; a sum has the sign of its bounds (n >= 0
+    values in [lo, hi]); a mean or quantile lies in its bounds, a std in [0, (hi - lo)/2]."""
+    if agg.kind in ("count_units", "count", "histogram"):
+        return 0.0, math.inf
+    assert agg.bounds is not None
+    lo, hi = agg.bounds
+    if agg.kind == "sum":
+        return (0.0 if lo >= 0 else -math.inf), (0.0 if hi <= 0 else math.inf)
+    if agg.kind == "std":
+        return 0.0, (hi - lo) / 2
+    return lo, hi
+
+
+def consistent(agg: Aggregate, est: Estimate) -> Estimate:
+    """The value and its interval clamped to `value_range`, the interval widened to hold the value.
+
+    Post-processing of the noisy values, so it costs no privacy (Dwork & Roth 2014, Prop. 2.1).
+    The exact value lies in the range, so clamping never moves the interval off it, and widening
+    only adds values: the interval's coverage stays >= 1 - α.
+    """
+    lo, hi = value_range(agg)
+    value = np.clip(est.value, lo, hi)
+    low = np.minimum(np.clip(est.low, lo, hi), value)
+    high = np.maximum(np.clip(est.high, lo, hi), value)
+    return Estimate(value, low, high)
+
+
+def _estimate(step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float,
+              rng: Rng, full_grid: FullGrid | None) -> Estimate:
     agg = step.aggregate
     a = alpha / len(agg.parts)
     present = index >= 0
     if agg.kind in ("count_units", "count"):
         base = exact.units if agg.kind == "count_units" else exact.rows
         v, w = _noisy(step, "count", _take(base, index, present), a, rng)
-        return Estimate(v, np.maximum(v - w, 0.0), v + w)
+        return Estimate(v, v - w, v + w)
     if agg.kind == "histogram":
         counts = exact.bins[next(b for b in exact.bins if b.edges == agg.edges and b.column == agg.column)]
         v, w = _noisy(step, "counts", _take(counts, index, present), a, rng)
-        return Estimate(v, np.maximum(v - w, 0.0), v + w)
+        return Estimate(v, v - w, v + w)
     if agg.kind == "quantile":
         assert full_grid is not None, "quantiles need the engine's full grid"
-        return _quantile(step, exact, index, alpha, rng, full_grid)
+        spec = cells_of(step, alpha)
+        d = quantile_draws(step, exact.cells[spec], spec, index, alpha, rng, full_grid)
+        return Estimate(d.value, d.low, d.high)
     mom = _take(exact.moments[measure_of(agg)], index, present)
     n, s, sq = mom[:, 0], mom[:, 1], mom[:, 2]
     assert agg.bounds is not None
@@ -208,121 +223,3 @@ def _take(values: np.ndarray, index: np.ndarray, present: np.ndarray) -> np.ndar
     return out
 
 
-def rank_slack(scale: float, cells: int, alpha: float, max_rows: int) -> float:
-    """Rank error t with P(|rank(x̂) - target| > t) <= α for the grid exponential mechanism.
-
-    The output density is ∝ exp(u/scale) over [lo, hi] with u = -|rank - target|; the bad set
-    has measure at most the whole range, and an interval next to the target rank has measure at
-    least one cell and utility within `max_rows` of the target (McSherry & Talwar 2007, Thm 8),
-    provided no grid value holds more than `max_rows` values there: heavy ties at the quantile
-    (for example many zeros) make the interval optimistic.
-    """
-    return scale * math.log((cells + 1) / alpha) + max_rows
-
-
-def _quantile(step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float, rng: Rng,
-              full_grid: FullGrid) -> Estimate:
-    agg = step.aggregate
-    assert agg.bounds is not None and agg.q is not None
-    lo, hi = agg.bounds
-    spec = cells_of(step, alpha)
-    win = exact.cells[spec]
-    present = index >= 0
-    n_hat, wn = _noisy(step, "count", _take(win.n, index, present), alpha / 3, rng)
-    width = (hi - lo) / spec.cells
-    value, low, high = (np.empty(index.size) for _ in range(3))
-    slack = rank_slack(step.parts["low"].scale, spec.cells, alpha / 3, step.max_rows)
-    n_lo = n_hat - wn  # n >= n_lo with probability >= 1 - α/3
-
-    @cache
-    def whole() -> CellWindow:  # read at most once per aggregate, only if a draw needs it
-        return full_grid(replace(spec, margin=FULL_GRID))
-
-    def exact_intervals(g: int) -> GridIntervals:
-        return window_intervals(lo, hi, width, whole(), g)
-
-    for j, g in enumerate(index):
-        intervals = window_intervals(lo, hi, width, win, g)
-        target = agg.q * float(win.n[g]) if g >= 0 else 0.0
-        full = partial(exact_intervals, int(g))
-        value[j] = _draw(step, "value", intervals, target, rng, full)
-        # A draw aimed `slack` ranks below (above) the q·n-th value lands past it with
-        # probability <= α/3 (rank_slack), provided the aim stays inside [0, n].
-        low[j] = _draw(step, "low", intervals, target - slack, rng, full) \
-            if agg.q * n_lo[j] > slack else lo
-        high[j] = _draw(step, "high", intervals, target + slack, rng, full) \
-            if (1 - agg.q) * n_lo[j] > slack else hi
-    return Estimate(value, np.minimum(low, value), np.maximum(high, value))
-
-
-@dataclass(frozen=True)
-class GridIntervals:
-    """The non-empty intervals between lo, the occupied grid values and hi, shared by a group's draws.
-
-    Inside the window an interval's rank (values below it) is exact: rank_lo == rank_hi. The
-    stretches before and after the window are one interval each, with only bounds on its ranks.
-    """
-
-    left: np.ndarray
-    width: np.ndarray
-    log_width: np.ndarray
-    rank_lo: np.ndarray
-    rank_hi: np.ndarray
-
-
-def window_intervals(lo: float, hi: float, width: float, win: CellWindow, g: int) -> GridIntervals:
-    """Group g's intervals [lo, window start, occupied grid values..., window stop, hi] that have a
-    width (g = -1: a group without values, one interval [lo, hi] of rank 0)."""
-    if g < 0:
-        return GridIntervals(np.array([lo]), np.array([hi - lo]), np.array([math.log(hi - lo)]),
-                             np.zeros(1), np.zeros(1))
-    first, stop = np.searchsorted(win.group, [g, g + 1])
-    sl = slice(int(first), int(stop))
-    a, b = min(lo + win.start[g] * width, hi), min(lo + win.stop[g] * width, hi)
-    bounds = np.concatenate(([lo, a], lo + win.cell[sl] * width, [b, hi]))
-    inside = win.below[g] + np.concatenate(([0.0], np.cumsum(win.count[sl], dtype=np.float64)))
-    rank_lo = np.concatenate(([0.0], inside, inside[-1:]))
-    rank_hi = np.concatenate((inside[:1], inside, [float(win.n[g])]))
-    widths = np.diff(bounds)
-    ok = widths > 0
-    return GridIntervals(bounds[:-1][ok], widths[ok], np.log(widths[ok]), rank_lo[ok], rank_hi[ok])
-
-
-def _distance(intervals: GridIntervals, target: float) -> np.ndarray:
-    """Least |rank - target| over each interval's possible ranks."""
-    d: np.ndarray = np.maximum(np.maximum(intervals.rank_lo - target, target - intervals.rank_hi), 0.0)
-    return d
-
-
-def interval_scores(intervals: GridIntervals, target: float, scale: float) -> np.ndarray:
-    """Scores -|rank - target| + scale·log(width) of the intervals (upper bounds outside the window).
-
-    Choosing interval i with probability ∝ exp(score_i / scale), then a point uniformly inside
-    it, is the continuous exponential mechanism with density ∝ exp(-|rank - target| / scale)
-    (Smith 2011, Sec. 3; McSherry & Talwar 2007 with the uniform base measure).
-    """
-    score: np.ndarray = scale * intervals.log_width - _distance(intervals, target)
-    return score
-
-
-def _draw(step: Step, part: str, intervals: GridIntervals, target: float, rng: Rng,
-          full: Callable[[], GridIntervals]) -> float:
-    """One draw aimed at rank `target`, which is q·n plus a public constant, so the utility's
-    sensitivity is that of q·n (plan.sensitivity); see interval_scores.
-
-    A stretch outside the window is proposed with its best score, so a point x there is kept
-    with probability exp(-(d(x) - d_min)/scale), d(x) its distance on the whole grid: rejection
-    sampling, exact whatever the window (von Neumann 1951).
-    """
-    mech = step.parts[part].mechanism
-    scores = interval_scores(intervals, target, mech.scale)
-    while True:
-        i = mech.select_index(scores, rng)
-        x = float(intervals.left[i] + rng.random() * intervals.width[i])
-        if intervals.rank_lo[i] == intervals.rank_hi[i]:
-            return x
-        grid = full()
-        k = max(int(np.searchsorted(grid.left, x, side="right")) - 1, 0)
-        excess = abs(float(grid.rank_lo[k]) - target) - float(_distance(intervals, target)[i])
-        if bernoulli_exp(np.array([excess / mech.scale]), rng)[0]:
-            return x

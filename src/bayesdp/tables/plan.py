@@ -35,6 +35,7 @@ from bayesdp.tables.selection import PartitionSelection
 NOISES = ("laplace", "gaussian")
 _INTEGER_PARTS = ("count", "counts", "count2")
 _SELECTION_PARTS = ("value", "low", "high")
+_RANK_PARTS = (*_SELECTION_PARTS, "low_rank", "high_rank")
 
 
 @dataclass(frozen=True)
@@ -121,9 +122,10 @@ def sensitivity(agg: Aggregate, part: str, max_rows: int) -> float:
         return 1.0
     if part in _INTEGER_PARTS or part == "centred":  # centred: Σ(x - c)/max(c - lo, hi - c)
         return m
-    if part in _SELECTION_PARTS:
-        # u = -|rank - q·n|: a unit moves a rank by k in [0, m] and q·n by q·k, so |Δu| is at
-        # most m·max(q, 1-q) (McSherry & Talwar 2007, Def. of Δu; Smith 2011, Sec. 3).
+    if part in _RANK_PARTS:
+        # u = -dist(q·n, [B, A]) and the checked ranks B - q·n, A - q·n: a unit moves B and A by at
+        # most k in [0, m] and q·n by q·k, so each moves by at most m·max(q, 1-q) (proof in
+        # quantiles.py; McSherry & Talwar 2007, Def. of Δu; Smith 2011).
         assert agg.q is not None
         return m * max(agg.q, 1 - agg.q)
     assert agg.bounds is not None

@@ -24,16 +24,9 @@ from bayesdp.noise import Rng, resolve_rng
 from bayesdp.privacy import Guarantee
 from bayesdp.tables.aggregates import Aggregate
 from bayesdp.tables.engines.base import Bins, BoundingRequest, Cells, CellWindow, Engine
-from bayesdp.tables.estimate import (
-    QUANTILE_CELLS,
-    Estimate,
-    cells_of,
-    estimate,
-    mean_half_width,
-    measure_of,
-    rank_slack,
-)
+from bayesdp.tables.estimate import Estimate, estimate, mean_half_width, measure_of
 from bayesdp.tables.plan import Plan, make_plan
+from bayesdp.tables.quantiles import cells_of, rank_margin
 from bayesdp.tables.release import Release
 from bayesdp.tables.source import check_column, engine_for
 
@@ -295,10 +288,7 @@ def half_width(step: Any, alpha: float, n: int) -> float:
     if agg.kind == "std":
         return float(min(r, math.sqrt((w["squares"] + r * r * w["count"] + 2 * r * w["sum"])
                                       / max(n - w["count"], 1.0))))
-
-    side = step.parts["low"]
-    slack = rank_slack(side.scale, QUANTILE_CELLS, a, step.max_rows)
-    return float(min(1.0, slack / max(n - w["count"], 1.0)))
+    return float(min(1.0, rank_margin(step, alpha) / n))
 
 
 def usefulness_warnings(plan: Plan, aggregates: dict[str, Aggregate], n: int | None = None) -> list[str]:
