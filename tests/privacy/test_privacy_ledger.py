@@ -257,3 +257,113 @@ def test_sigkill_leaves_no_half_spend_and_no_unrecorded_release(tmp_path, delay)
         assert len(set(recorded)) == len(recorded) >= 5 * (rnd + 1)
         assert all(h.guarantee == Guarantee(1e-3) for h in history)
     os.close(fd)
+
+
+def _unprivileged(fn, *args):
+    """Run fn(*args) in a forked child without root's privileges and return what it returns or
+    raises. Root ignores permission bits (a chmod'ed file stays writable for it), so as root
+    the child drops to the user nobody; as any other user it runs as that user."""
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe()
+
+    def run():
+        try:
+            if os.geteuid() == 0:
+                os.setgid(65534)
+                os.setuid(65534)
+            child.send(("ok", fn(*args)))
+        except Exception as exc:  # reported to the parent as data
+            child.send((type(exc).__name__, str(exc)))
+
+    proc = ctx.Process(target=run)
+    proc.start()
+    result = parent.recv()
+    proc.join(60)
+    return result
+
+
+def _open_and_spend(path):
+    led = Ledger(path)
+    seen = len(led.history())
+    led.spend(Guarantee(0.1), "after")
+    return seen
+
+
+@pytest.fixture
+def shared_dir():
+    """A directory another user can enter (pytest's tmp_path is private to its owner)."""
+    import shutil
+    import tempfile
+
+    d = tempfile.mkdtemp()
+    os.chmod(d, 0o755)
+    yield d
+    os.chmod(d, 0o755)
+    shutil.rmtree(d)
+
+
+def test_a_read_only_file_is_a_ledger_error_saying_so(shared_dir):
+    path = os.path.join(shared_dir, "ro.db")
+    with Ledger(path, budget=Guarantee(1.0)) as led:
+        led.spend(Guarantee(0.1), "before")
+    os.chmod(shared_dir, 0o777)
+    os.chmod(path, 0o444)
+    kind, message = _unprivileged(_open_and_spend, path)
+    assert kind == "LedgerError" and "the file is read-only" in message, message
+    assert "corrupt" not in message
+    os.chmod(path, 0o644)
+    assert [h.label for h in Ledger(path).history()] == ["before"]
+
+
+def test_a_read_only_directory_is_a_ledger_error_saying_so(shared_dir):
+    path = os.path.join(shared_dir, "rodir.db")
+    with Ledger(path, budget=Guarantee(1.0)) as led:
+        led.spend(Guarantee(0.1), "before")
+    os.chmod(path, 0o666)  # the file is writable: only the directory is not
+    kind, message = _unprivileged(_open_and_spend, path)
+    assert kind == "LedgerError" and f"its directory {shared_dir} is not writable" in message, message
+    assert "corrupt" not in message
+
+
+def test_a_copy_without_its_wal_is_refused_as_stale(tmp_path):
+    """The failure the high-water mark exists for: 50 spends live in the -wal (no checkpoint
+    yet, as after a crash); the main file copied alone holds none of them."""
+    import shutil
+
+    path = tmp_path / "live.db"
+    led = Ledger(path, budget=Guarantee(10.0))
+    for i in range(50):
+        led.spend(Guarantee(0.1), f"s{i}")
+    shutil.copy(path, tmp_path / "copy.db")
+    with pytest.raises(LedgerError, match=r"behind its own history.*50 spend\(s\) are missing"):
+        Ledger(tmp_path / "copy.db")
+    assert len(Ledger(path).history()) == 50  # the original, with its -wal, is sound
+    led.close()
+
+
+def test_a_copy_after_a_clean_close_opens(tmp_path):
+    import shutil
+
+    path = tmp_path / "closed.db"
+    with Ledger(path, budget=Guarantee(10.0)) as led:
+        for i in range(5):
+            led.spend(Guarantee(0.1), f"s{i}")
+    shutil.copy(path, tmp_path / "copy.db")  # closing checkpointed the -wal into the file
+    assert len(Ledger(tmp_path / "copy.db").history()) == 5
+
+
+def test_backup_copies_the_wal_too_and_never_overwrites(tmp_path):
+    path = tmp_path / "live.db"
+    led = Ledger(path, budget=Guarantee(10.0), accounting="basic")
+    for i in range(20):
+        led.spend(Guarantee(0.1), f"s{i}")
+    copy = led.backup(tmp_path / "backup.db")
+    with Ledger(copy) as restored:
+        assert [h.label for h in restored.history()] == [h.label for h in led.history()]
+        assert restored.remaining() == led.remaining()
+        restored.spend(Guarantee(0.1), "on the copy")  # a backup is a working ledger
+    before = sha(copy)
+    with pytest.raises(LedgerError, match="already exists"):
+        led.backup(copy)
+    assert sha(copy) == before
+    led.close()

@@ -1,4 +1,5 @@
-"""`bayesdp ledger init|show PATH`: create a privacy-budget ledger, or list what it has spent."""
+"""`bayesdp ledger init|show PATH`, `bayesdp ledger backup SRC DST`: create a privacy-budget
+ledger, list what it has spent, or copy it (its -wal included) consistently."""
 
 from __future__ import annotations
 
@@ -34,6 +35,13 @@ def register(sub: Any) -> None:
     show = actions.add_parser("show", help="list the spends, the total and what remains")
     show.add_argument("path", type=Path)
     show.set_defaults(run=run_show)
+    backup = actions.add_parser(
+        "backup", help="copy a ledger, its -wal included, to a new file (SQLite's online backup)",
+        description="A ledger is its file plus its -wal file: copying the file alone can lose "
+        "recent spends. This makes a consistent copy, safe while other processes spend.")
+    backup.add_argument("source", type=Path)
+    backup.add_argument("target", type=Path, help="a new file (never overwritten)")
+    backup.set_defaults(run=run_backup)
 
 
 def run_init(args: argparse.Namespace) -> int:
@@ -71,4 +79,14 @@ def run_show(args: argparse.Namespace) -> int:
     console.print(table)
     console.print(escape(f"spent: {spent}"), highlight=False)
     console.print(escape(f"remaining: {left}"), highlight=False)
+    return 0
+
+
+def run_backup(args: argparse.Namespace) -> int:
+    if not args.source.exists():
+        raise LedgerError(f"no ledger at {args.source}")
+    with Ledger(args.source) as led:
+        led.backup(args.target)
+        count = len(led.history())
+    Console().print(escape(f"backed up {args.source} ({count} spends) to {args.target}"), highlight=False)
     return 0

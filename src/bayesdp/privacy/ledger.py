@@ -4,6 +4,23 @@
 budget and inserts the new spend, so concurrent processes serialise and a process killed at
 any instant leaves either the whole spend or none of it. A caller releases a result only
 after `spend()` returns, so no release exists without its record.
+
+A ledger is its file *and* its `-wal` file: in WAL mode a committed spend lives in the -wal
+until a checkpoint copies it into the main file, so a copy of the main file alone (taken while
+a process runs, or after one crashed) can lack recent spends and would show budget that was
+already spent. `Ledger.backup()` (`bayesdp ledger backup`) copies both consistently through
+SQLite's online backup API.
+
+The high-water mark detects such a stale copy. Each spend stores its id (ids only grow) in the
+SQLite header's user_version inside its transaction, and, once committed, writes the same
+number straight into the main file's header (bytes 60-63), outside the WAL. So the main file's
+header always names the newest committed spend, while its pages hold only the checkpointed
+ones: opened without its -wal, a file whose header is ahead of its last spend id is behind
+its own history, and opening it raises LedgerError instead of restoring spent budget. A
+checkpoint copies the header page with the same number, so the original file (with its -wal)
+never trips the check. Limits: a crash between a commit and the header write leaves that one
+spend undetected in a main-file-only copy; a slow writer can lower the mark a concurrent one
+raised (the mark only ever errs low, so it never rejects a sound file).
 """
 
 from __future__ import annotations
@@ -33,6 +50,10 @@ APP = "bayesdp-ledger"
 FORMAT = "1"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BUSY_TIMEOUT_S = 60.0
+USER_VERSION_OFFSET = 60  # SQLite file header: the 4-byte big-endian user_version
+# One descriptor per ledger file for the header writes, kept open for the process's life:
+# closing any descriptor of a file drops every POSIX lock the process holds on it, SQLite's too.
+_HEADER_FDS: dict[tuple[int, int], int] = {}
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -157,29 +178,81 @@ class Ledger:
                 check = conn.execute("PRAGMA quick_check").fetchone()[0]
                 if check != "ok":
                     raise LedgerError(f"ledger {self.path} is corrupt ({check}); left untouched")
+                self._check_high_water(conn)
                 budget = _guarantee_from(json.loads(meta["budget"]))
                 accounting = meta["accounting"]
-        except sqlite3.DatabaseError as exc:
-            raise LedgerError(
-                f"{self.path} is not a bayesdp ledger or is corrupt ({exc}); left untouched"
-            ) from None
         except (KeyError, ValueError, TypeError) as exc:
             raise LedgerError(f"ledger {self.path} has a damaged header ({exc})") from None
         if accounting not in ACCOUNTINGS:
             raise LedgerError(f"ledger {self.path} names an unknown accounting {accounting!r}")
         return budget, accounting
 
+    def _check_high_water(self, conn: sqlite3.Connection) -> None:
+        mark = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        last = int(conn.execute("SELECT coalesce(max(id), 0) FROM spends").fetchone()[0])
+        if mark > last:
+            raise LedgerError(
+                f"ledger {self.path} is behind its own history: its header records spend "
+                f"#{mark} but its last spend is #{last}, so {mark - last} spend(s) are missing "
+                f"and it would show budget that was already spent. It is probably a copy of the "
+                f"file taken without its {self.path.name}-wal (or an older copy put in its "
+                "place): use the original with its -wal file, or a copy made by "
+                "`bayesdp ledger backup`; left untouched"
+            )
+
+    def _write_high_water(self, spend_id: int) -> None:
+        """Write the spend id into the main file's header, outside the WAL (see the module)."""
+        try:
+            st = os.stat(self.path)
+            fd = _HEADER_FDS.get((st.st_dev, st.st_ino))
+            if fd is None:
+                fd = _HEADER_FDS[(st.st_dev, st.st_ino)] = os.open(self.path, os.O_RDWR)
+            os.pwrite(fd, spend_id.to_bytes(4, "big"), USER_VERSION_OFFSET)
+            os.fsync(fd)
+        except OSError as exc:
+            raise LedgerError(
+                f"spend #{spend_id} is recorded in {self.path}, but its high-water mark could not "
+                f"be written ({exc}); treat the spend as made"
+            ) from None
+
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        """This process's connection, one thread at a time (a forked child opens its own)."""
+        """This process's connection, one thread at a time (a forked child opens its own);
+        SQLite's errors become LedgerErrors that say what is wrong."""
         with self._lock:
-            if self._conn is None or self._pid != os.getpid():
-                conn = sqlite3.connect(
-                    self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-                )
-                conn.execute("PRAGMA synchronous=FULL")  # a returned spend survives power loss
-                self._conn, self._pid = conn, os.getpid()
-            yield self._conn
+            try:
+                if self._conn is None or self._pid != os.getpid():
+                    conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                                           check_same_thread=False)
+                    conn.execute("PRAGMA synchronous=FULL")  # a returned spend survives power loss
+                    self._conn, self._pid = conn, os.getpid()
+                yield self._conn
+            except sqlite3.Error as exc:
+                raise self._failure(exc) from None
+
+    def _failure(self, exc: sqlite3.Error) -> LedgerError:
+        """What an SQLite error means for this ledger."""
+        code = str(getattr(exc, "sqlite_errorname", ""))
+        if code.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH")):
+            folder = self.path.parent
+            if not os.access(folder, os.W_OK):
+                why = f"its directory {folder} is not writable"
+            elif not os.access(self.path, os.W_OK):
+                why = "the file is read-only"
+            else:
+                why = f"SQLite could not open it for writing ({exc})"
+            return LedgerError(
+                f"cannot write to ledger {self.path}: {why}. A ledger needs write access to its "
+                f"file and to its directory (SQLite keeps {self.path.name}-wal and "
+                f"{self.path.name}-shm beside it); nothing was spent"
+            )
+        if code.startswith("SQLITE_FULL"):
+            return LedgerError(f"cannot write to ledger {self.path}: the disk is full; nothing was spent")
+        if code.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+            return LedgerError(
+                f"ledger {self.path} stayed locked by another process for {BUSY_TIMEOUT_S:g} s ({exc})"
+            )
+        return LedgerError(f"{self.path} is not a bayesdp ledger or is corrupt ({exc}); left untouched")
 
     def close(self) -> None:
         """Close this process's connection (reopened on next use)."""
@@ -216,7 +289,7 @@ class Ledger:
                         f"spending {g} for {label!r} would exceed the budget {self.budget} "
                         f"({self.accounting} accounting); remaining: {left}"
                     )
-                conn.execute(
+                cursor = conn.execute(
                     "INSERT INTO spends (label, time, epsilon, delta, rho, relation, unit, noise)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (
@@ -230,11 +303,41 @@ class Ledger:
                         None if noise is None else json.dumps(asdict(noise)),
                     ),
                 )
+                spend_id = int(cursor.lastrowid or 0)
+                conn.execute(f"PRAGMA user_version = {spend_id}")
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+        self._write_high_water(spend_id)
         return record
+
+    def backup(self, path: str | os.PathLike[str]) -> Path:
+        """Copy this ledger, its -wal included, to a new file at `path` through SQLite's online
+        backup API (consistent while other processes spend); never overwrites a file."""
+        dst = Path(path)
+        tmp = dst.with_name(f".{dst.name}.{uuid.uuid4().hex}.tmp")
+        failed = f"cannot back up ledger {self.path} to {dst}"
+        try:
+            with self._connect() as conn:
+                try:
+                    target = sqlite3.connect(tmp)
+                    try:
+                        conn.backup(target)
+                    finally:
+                        target.close()
+                except sqlite3.Error as exc:  # this side's errors are the copy's, not the ledger's
+                    raise LedgerError(f"{failed}: {exc}") from None
+            os.link(tmp, dst)
+        except FileExistsError:
+            raise LedgerError(f"{dst} already exists; a backup never overwrites a file") from None
+        except OSError as exc:
+            raise LedgerError(f"{failed}: {exc}") from None
+        finally:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+        Ledger(dst).close()  # the copy opens as a valid ledger
+        return dst
 
     def remaining(self) -> Guarantee:
         """What is left: ε and δ (basic), ρ (zcdp), or ε headroom at the budget's δ (pld)."""
