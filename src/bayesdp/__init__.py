@@ -16,6 +16,7 @@ from bayesdp.mechanisms import (
 )
 from bayesdp.noise import rng_for_tests, secure_rng
 from bayesdp.privacy import Guarantee, Ledger, SemanticPrivacy, compose
+from bayesdp.serve import connect
 from bayesdp.synth import Synthesizer, synthesize
 from bayesdp.tables import (
     Release,
@@ -52,6 +53,7 @@ __all__ = [
     "audit",
     "audit_pairs",
     "compose",
+    "connect",
     "count",
     "count_units",
     "errors",

@@ -33,10 +33,10 @@ from bayesdp import tables
 from bayesdp.errors import DataError, invalid
 from bayesdp.privacy import Ledger
 
-_KINDS = ("count_units", "count", "sum", "mean", "std", "quantile", "histogram")
-_RELEASE_KEYS = ("epsilon", "delta", "max_groups_per_unit", "max_rows_per_group", "alpha", "noise",
+KINDS = ("count_units", "count", "sum", "mean", "std", "quantile", "histogram")
+RELEASE_KEYS = ("epsilon", "delta", "max_groups_per_unit", "max_rows_per_group", "alpha", "noise",
                  "selection_weight")
-_SPEC_KEYS = ("privacy_unit", "group_by", "keys", "where", "aggregates", "label", *_RELEASE_KEYS)
+SPEC_KEYS = ("privacy_unit", "group_by", "keys", "where", "aggregates", "label", *RELEASE_KEYS)
 
 
 def register(sub: Any) -> None:
@@ -64,22 +64,27 @@ def load_spec(path: str) -> dict[str, Any]:
         spec = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise DataError(f"cannot parse the spec {path!r}: {exc}") from None
-    unknown = sorted(set(spec) - set(_SPEC_KEYS))
+    return check_spec(spec, f"the spec {path!r}")
+
+
+def check_spec(spec: dict[str, Any], where: str) -> dict[str, Any]:
+    """A parsed spec (TOML here, JSON in the service), with its keys checked; `where` names it."""
+    unknown = sorted(set(spec) - set(SPEC_KEYS))
     if unknown:
-        raise DataError(f"unknown key(s) {unknown} in the spec {path!r}; allowed: {list(_SPEC_KEYS)}")
+        raise DataError(f"unknown key(s) {unknown} in {where}; allowed: {list(SPEC_KEYS)}")
     unit = spec.get("privacy_unit")
     if not (isinstance(unit, str) or unit is False):
-        raise DataError(f"the spec {path!r} must name the privacy_unit column, or set "
+        raise DataError(f"{where} must name the privacy_unit column, or set "
                         "privacy_unit = false when each row is a different person")
     if not isinstance(spec.get("aggregates"), dict) or not spec["aggregates"]:
-        raise DataError(f"the spec {path!r} needs an [aggregates] table, e.g. n = {{ kind = \"count\" }}")
+        raise DataError(f"{where} needs an [aggregates] table, e.g. n = {{ kind = \"count\" }}")
     return spec
 
 
 def aggregate(name: str, item: Any) -> tables.Aggregate:
     """One [aggregates] entry as an Aggregate."""
-    if not isinstance(item, dict) or item.get("kind") not in _KINDS:
-        raise invalid(f"aggregates.{name}", item, f"a table with kind one of {_KINDS}")
+    if not isinstance(item, dict) or item.get("kind") not in KINDS:
+        raise invalid(f"aggregates.{name}", item, f"a table with kind one of {KINDS}")
     args = {k: v for k, v in item.items() if k != "kind"}
     try:
         agg: tables.Aggregate = getattr(tables, item["kind"])(**args)
@@ -102,7 +107,7 @@ def build(data: Any, spec: dict[str, Any], connection: duckdb.DuckDBPyConnection
 
 def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
-    options = {k: spec[k] for k in _RELEASE_KEYS if k in spec}
+    options = {k: spec[k] for k in RELEASE_KEYS if k in spec}
     for k in ("epsilon", "delta"):
         if getattr(args, k) is not None:
             options[k] = getattr(args, k)

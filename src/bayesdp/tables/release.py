@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,13 +32,15 @@ class Release:
     covering the noise, not the bias of clipping and bounding; see `diagnostics`). Histograms
     give one column triple per bin, NAME[lo, hi). `diagnostics` holds exact counts of dropped
     rows, clipped values and nulls: they are data-dependent and not differentially private.
+    A release seen by someone other than the data holder (`public()`, or one rebuilt from a
+    service's answer) has `diagnostics=None`.
     """
 
     keys: pd.DataFrame
     estimates: dict[str, Estimate]
     plan: Plan
     alpha: float
-    diagnostics: Diagnostics
+    diagnostics: Diagnostics | None
     public_keys: bool
 
     @property
@@ -72,10 +74,18 @@ class Release:
     def __len__(self) -> int:
         return len(self.keys)
 
+    def public(self) -> Release:
+        """The same release without its exact diagnostics: what may be shown to an analyst."""
+        return replace(self, diagnostics=None)
+
     def caveats(self) -> list[str]:
         d = self.diagnostics
         out = [f"Intervals have {1 - self.alpha:.0%} coverage of the noise per value; they do "
                "not cover the bias from clipping and contribution bounding."]
+        if d is None:
+            out.append("The exact counts of dropped, clipped and null values are data-dependent "
+                       "and not private: only the data holder sees them.")
+            return out
         out.append(f"Bounding kept {d.kept_rows:,} of {d.rows:,} rows "
                    f"({d.dropped_by_bounding:,} dropped by the contribution bounds"
                    + (f", {d.dropped_by_keys:,} outside the public keys" if self.public_keys else "")

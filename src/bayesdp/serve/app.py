@@ -1,0 +1,349 @@
+"""The HTTP API (Starlette): authentication, limits, the audit log and error handling around
+the Service. Responses carry only released values and public metadata; an error shows its
+public message, and an unexpected one only an error id (the trace goes to the server log).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import secrets
+import tempfile
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from bayesdp.errors import BayesdpError, BudgetExceeded, InvalidParameter
+from bayesdp.serve.config import Config
+from bayesdp.serve.openapi import docs_page, openapi_schema
+from bayesdp.serve.service import AuditedLedger, DatasetNotFound, Service
+from bayesdp.serve.state import Analyst, State
+from bayesdp.serve.wire import guarantee_json, release_from_json
+
+log = logging.getLogger("bayesdp.serve")
+
+# Shown for errors whose text may depend on the data, until they carry a public message.
+GENERIC = ("the request could not be answered from the data; the curator can see why in the "
+           "audit log (request id {rid})")
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.code, self.message, self.headers = status, code, message, headers or {}
+
+
+@dataclass
+class Call:
+    """One authenticated request: who, its id, its JSON body; `status` and `result` for the audit."""
+
+    request: Request
+    analyst: Analyst
+    rid: str
+    body: Any
+    status: int = 200
+    result: str | None = None
+    detail: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class RateLimiter:
+    """A token bucket per analyst: `per_minute` requests, refilled continuously."""
+
+    def __init__(self, per_minute: int) -> None:
+        self.rate, self.capacity = per_minute / 60.0, float(per_minute)
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def retry_after(self, key: str) -> float:
+        """0 if a request may go now (and takes a token), else seconds until one may."""
+        now = time.monotonic()
+        with self._lock:
+            tokens, last = self._buckets.get(key, (self.capacity, now))
+            tokens = min(self.capacity, tokens + (now - last) * self.rate)
+            if tokens >= 1:
+                self._buckets[key] = (tokens - 1, now)
+                return 0.0
+            self._buckets[key] = (tokens, now)
+            return (1 - tokens) / self.rate
+
+
+def public_message(exc: BaseException, rid: str) -> str:
+    """What an analyst may read of an error: its public message, never its private detail."""
+    message = getattr(exc, "public_message", None)
+    if isinstance(message, str):
+        return message
+    if isinstance(exc, InvalidParameter | BudgetExceeded):
+        return str(exc)
+    return GENERIC.format(rid=rid)
+
+
+def create_app(config: Config) -> Starlette:
+    """The service's ASGI app: state recovered from the last run, datasets loaded."""
+    state = State(config)
+    recovered = state.recover()
+    if recovered:
+        log.warning("recovered %d request(s) interrupted by the last stop", recovered)
+    service = Service(config, state)
+    limiter = RateLimiter(config.rate_per_minute)
+
+    async def read_json(request: Request) -> Any:
+        if request.method != "POST":
+            return None
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > config.max_body_bytes:
+            raise ApiError(413, "too_large", f"the request body has {int(declared):,} bytes; the limit "
+                           f"is {config.max_body_bytes:,}")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > config.max_body_bytes:
+                raise ApiError(413, "too_large", f"the request body exceeds {config.max_body_bytes:,} bytes")
+            chunks.append(chunk)
+        try:
+            return json.loads(b"".join(chunks) or b"null")
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ApiError(400, "bad_json", f"the body is not valid JSON: {exc}") from None
+
+    def authenticated(request: Request) -> Analyst:
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        analyst = state.authenticate(token.strip()) if scheme.lower() == "bearer" else None
+        if analyst is None:
+            raise ApiError(401, "unauthorized", "a valid token is required: Authorization: Bearer <token>",
+                           {"WWW-Authenticate": "Bearer"})
+        return analyst
+
+    def api(work: Callable[[Call], Any], what: str = "") -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            rid = f"req_{secrets.token_hex(8)}"
+            path = request.url.path
+            try:
+                analyst = await run_in_threadpool(authenticated, request)
+            except ApiError as exc:
+                await run_in_threadpool(_audit_refused, state, rid, request, exc)
+                return _error(exc.status, exc.code, exc.message, rid, exc.headers)
+            wait = limiter.retry_after(analyst.id)
+            if wait:
+                return _error(429, "rate_limited", f"too many requests; retry in {wait:.1f} s", rid,
+                              {"Retry-After": str(max(1, round(wait)))})
+            dataset = request.path_params.get("dataset")
+            try:
+                body = await read_json(request)
+                if isinstance(body, dict) and isinstance(body.get("dataset"), str):
+                    dataset = body["dataset"]
+            except ApiError as exc:
+                await run_in_threadpool(state.audit_begin, rid, analyst.id, request.method, path, dataset,
+                                        what or None)
+                await run_in_threadpool(state.audit_end, rid, str(exc.status), None, exc.message)
+                return _error(exc.status, exc.code, exc.message, rid, exc.headers)
+            call = Call(request, analyst, rid, body)
+            await run_in_threadpool(state.audit_begin, rid, analyst.id, request.method, path, dataset,
+                                    what or None)
+            try:
+                out = await run_in_threadpool(work, call)
+            except ApiError as exc:
+                await run_in_threadpool(state.audit_end, rid, str(exc.status), None, exc.message)
+                return _error(exc.status, exc.code, exc.message, rid, exc.headers)
+            except DatasetNotFound as exc:
+                await run_in_threadpool(state.audit_end, rid, "404", None, str(exc))
+                return _error(404, "not_found", public_message(exc, rid), rid)
+            except BudgetExceeded as exc:
+                await run_in_threadpool(state.audit_end, rid, "403", None, str(exc))
+                return _error(403, "budget_exceeded", public_message(exc, rid), rid)
+            except (BayesdpError, ValueError, duckdb.Error) as exc:
+                # str(exc) holds the private detail: it goes to the curator's audit log only.
+                await run_in_threadpool(state.audit_end, rid, "400", None, f"{type(exc).__name__}: {exc}")
+                return _error(400, "refused", public_message(exc, rid), rid)
+            except Exception as exc:
+                error_id = f"err_{secrets.token_hex(6)}"
+                log.exception("error %s in %s %s (request %s)", error_id, request.method, path, rid)
+                await run_in_threadpool(state.audit_end, rid, "500", None, f"{error_id}: {exc!r}")
+                return _error(500, "internal", f"internal error {error_id}", rid, {}, error_id)
+            await run_in_threadpool(state.audit_end, rid, str(call.status), call.result, call.detail)
+            if isinstance(out, Response):
+                return out
+            return JSONResponse(out, status_code=call.status, headers={"X-Request-Id": rid, **call.headers})
+
+        return endpoint
+
+    # -- endpoints ---------------------------------------------------------------------
+
+    def datasets(call: Call) -> Any:
+        return {"datasets": service.datasets_json(call.analyst.id),
+                "holdouts": [h.metadata() for h in service.holdouts.values()]}
+
+    def budget(call: Call) -> Any:
+        return {"analyst": call.analyst.name, "datasets": service.budget_json(call.analyst.id)}
+
+    def body_of(call: Call) -> dict[str, Any]:
+        if not isinstance(call.body, dict):
+            raise ApiError(400, "bad_request",
+                           'the body must be a JSON object {"dataset": ..., "spec": {...}}')
+        return call.body
+
+    def preview(call: Call) -> Any:
+        body = body_of(call)
+        return service.preview(service.dataset(body.get("dataset")), body.get("spec"), body.get("group_size"))
+
+    def idempotency_key(call: Call) -> str:
+        key = call.request.headers.get("idempotency-key") or call.rid
+        if len(key) > 200:
+            raise ApiError(400, "bad_request", "Idempotency-Key must be at most 200 characters")
+        return key
+
+    def claimed(call: Call, kind: str, key: str, dataset: str) -> tuple[str, dict[str, Any] | None]:
+        """A new result id, or the stored response of an earlier request with this key."""
+        status, result_id, stored = state.claim(call.analyst.id, kind, key, dataset, call.body)
+        call.result = result_id
+        if status == "done":
+            call.headers["Idempotent-Replayed"] = "true"
+            return result_id, stored
+        if status == "pending":
+            raise ApiError(409, "in_progress", "a request with this idempotency key is still running; "
+                           "retry later with the same key")
+        if status in ("failed", "interrupted"):
+            raise ApiError(409, "interrupted", f"the request with this idempotency key ({result_id}) "
+                           "stopped after its spend was recorded and released nothing; send the "
+                           "request again with a new idempotency key")
+        return result_id, None
+
+    def spending(call: Call, kind: str, key: str, ds_name: str,
+                 run: Callable[[AuditedLedger], dict[str, Any]]) -> Any:
+        result_id, stored = claimed(call, kind, key, ds_name)
+        if stored is not None:
+            return stored
+        ledger = AuditedLedger(state.ledger(call.analyst.id, ds_name), state, call.rid)
+        try:
+            doc = run(ledger)
+        except BaseException:
+            state.abandon(result_id, ledger.spent)
+            raise
+        doc.update(id=result_id, dataset=ds_name, created=time.time(),
+                   remaining=guarantee_json(ledger.ledger.remaining()))
+        state.complete(result_id, doc)
+        call.status = 201
+        return doc
+
+    def release(call: Call) -> Any:
+        body = body_of(call)
+        ds = service.dataset(body.get("dataset"))
+        def run(ledger: AuditedLedger) -> dict[str, Any]:
+            doc, call.detail = service.release(ds, body.get("spec"), ledger)
+            return doc
+
+        return spending(call, "release", idempotency_key(call), ds.name, run)
+
+    def releases(call: Call) -> Any:
+        return {"releases": [{"id": r["id"], "dataset": r["dataset"], "created": r["created"],
+                              "guarantee": r["guarantee"], "label": r["spec"].get("label")}
+                             for r in state.results(call.analyst.id, "release")]}
+
+    def stored_release(call: Call) -> dict[str, Any]:
+        doc = state.result(call.analyst.id, call.request.path_params["id"])
+        if doc is None or not doc["id"].startswith("rel_"):
+            raise ApiError(404, "not_found", f"no release {call.request.path_params['id']!r} of yours")
+        call.result = doc["id"]
+        return doc
+
+    def report(call: Call) -> Response:
+        doc = stored_release(call)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = release_from_json(doc).report(Path(tmp) / "report.html",
+                                                 title=f"Private release {doc['id']} of {doc['dataset']}")
+            return HTMLResponse(path.read_text(encoding="utf-8"))
+
+    def holdout(call: Call) -> Any:
+        name = call.request.path_params["name"]
+        if name not in service.holdouts:
+            raise ApiError(404, "not_found", f"no holdout named {name!r}; the holdouts are "
+                           f"{sorted(service.holdouts)}")
+        return service.holdouts[name]
+
+    def holdout_queries(call: Call) -> Any:
+        h = holdout(call)
+        body = call.body if isinstance(call.body, dict) else {}
+        answers = h.query(body.get("queries"))
+        return {"answers": [{"value": a.value, "source": a.source, "budget_left": a.budget_left}
+                            for a in answers], "holdout": h.metadata()}
+
+    def holdout_train(call: Call) -> Response:
+        return PlainTextResponse(holdout(call).train_csv(), media_type="text/csv")
+
+    def synthetic(call: Call) -> Any:
+        ds = service.dataset(call.request.path_params["dataset"])
+        if ds.synthetic is None:
+            raise ApiError(404, "not_found", f"the dataset {ds.name!r} offers no synthetic data")
+        out = synthetic_path(call.analyst.id, ds.name)
+        return spending(call, "synthetic", ds.name, ds.name,
+                        lambda ledger: service.synthesize(ds, ledger, out))
+
+    def synthetic_path(analyst_id: str, dataset: str) -> Path:
+        return config.state / "synthetic" / analyst_id / f"{dataset}.csv"
+
+    def synthetic_data(call: Call) -> Response:
+        ds = service.dataset(call.request.path_params["dataset"])
+        path = synthetic_path(call.analyst.id, ds.name)
+        if not any(r["dataset"] == ds.name for r in state.results(call.analyst.id, "synthetic")):
+            raise ApiError(404, "not_found", f"you have no synthetic data of {ds.name!r} yet: POST "
+                           f"/v1/synthetic/{ds.name} releases it (once, against your budget)")
+        return FileResponse(path, media_type="text/csv", filename=f"{ds.name}-synthetic.csv")
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(openapi_schema())
+
+    async def docs(request: Request) -> Response:
+        return HTMLResponse(docs_page())
+
+    routes = [
+        Route("/health", health),
+        Route("/openapi.json", openapi),
+        Route("/docs", docs),
+        Route("/v1/datasets", api(datasets)),
+        Route("/v1/budget", api(budget)),
+        Route("/v1/preview", api(preview, "preview"), methods=["POST"]),
+        Route("/v1/releases", api(release, "release"), methods=["POST"]),
+        Route("/v1/releases", api(releases)),
+        Route("/v1/releases/{id}", api(stored_release)),
+        Route("/v1/releases/{id}/report", api(report)),
+        Route("/v1/holdouts/{name}/queries", api(holdout_queries, "holdout"), methods=["POST"]),
+        Route("/v1/holdouts/{name}/train", api(holdout_train)),
+        Route("/v1/synthetic/{dataset}", api(synthetic, "synthetic"), methods=["POST"]),
+        Route("/v1/synthetic/{dataset}", api(synthetic_data)),
+    ]
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        state.close()
+
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.service = service
+    return app
+
+
+def _audit_refused(state: State, rid: str, request: Request, exc: ApiError) -> None:
+    state.audit_begin(rid, None, request.method, request.url.path)
+    state.audit_end(rid, str(exc.status), None, exc.message)
+
+
+def _error(status: int, code: str, message: str, rid: str, headers: dict[str, str] | None = None,
+           error_id: str | None = None) -> JSONResponse:
+    err: dict[str, Any] = {"code": code, "message": message}
+    if error_id:
+        err["id"] = error_id
+    return JSONResponse({"error": err, "request_id": rid}, status_code=status,
+                        headers={"X-Request-Id": rid, **(headers or {})})

@@ -1,0 +1,277 @@
+"""What the service does for an analyst, independent of HTTP: previews, releases, holdout
+queries and synthetic data, each through the library's own release paths.
+
+The datasets are loaded once into one in-memory DuckDB database (public columns and the
+privacy unit only); each request works on its own cursor. Every analyst expression goes through
+`bayesdp.expressions.row_expression`. Spends go to the analyst's ledger before anything is
+computed from noise, with the request id in the label so the audit log can be rebuilt from it.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from bayesdp import tables
+from bayesdp.commands.holdout import column_mean
+from bayesdp.commands.release import RELEASE_KEYS, build, check_spec
+from bayesdp.errors import DataError, InvalidParameter, invalid
+from bayesdp.expressions import row_expression
+from bayesdp.holdout import ReusableHoldout
+from bayesdp.privacy import Ledger, Spend
+from bayesdp.serve.config import Config, Dataset, Holdout
+from bayesdp.serve.state import State
+from bayesdp.serve.wire import guarantee_json, plain, release_json
+from bayesdp.tables.source import engine_for
+
+
+class AuditedLedger:
+    """An analyst's ledger that also writes each spend to the audit log, labelled by request."""
+
+    def __init__(self, ledger: Ledger, state: State, request_id: str) -> None:
+        self.ledger, self.state, self.request_id = ledger, state, request_id
+        self.spent = False
+
+    def spend(self, guarantee: Any, label: str) -> Spend:
+        record = self.ledger.spend(guarantee, f"{self.request_id} {label}")
+        self.spent = True
+        self.state.audit_spend(self.request_id, record.guarantee)
+        return record
+
+
+def budget_json(ledger: Ledger) -> dict[str, Any]:
+    return {"budget": guarantee_json(ledger.budget), "spent": guarantee_json(ledger.spent()),
+            "remaining": guarantee_json(ledger.remaining()), "accounting": ledger.accounting,
+            "releases": len(ledger.history())}
+
+
+def _table_name(kind: str, name: str) -> str:
+    return '"' + f"{kind}_{name}".replace('"', '""') + '"'
+
+
+class Service:
+    """The datasets, holdouts and state of one running service."""
+
+    def __init__(self, config: Config, state: State) -> None:
+        self.config, self.state = config, state
+        self.db = duckdb.connect()
+        self._columns: dict[str, list[str]] = {}
+        for ds in config.datasets.values():
+            keep = [*([ds.privacy_unit] if ds.privacy_unit else []), *ds.columns]
+            self._load("ds", ds.name, ds.source, keep, f"datasets.{ds.name}")
+        self.holdouts = {h.name: HoldoutService(self, h) for h in config.holdouts.values()}
+
+    def _load(self, kind: str, name: str, path: Path, keep: list[str] | None, key: str) -> list[str]:
+        """Copy a source's columns `keep` (None: all) into the service's database; returns them."""
+        rel = engine_for(path, self.db).relation
+        available = list(rel.columns)
+        missing = [c for c in keep or [] if c not in available]
+        if missing:
+            raise invalid(f"{key} columns", missing, f"columns of {path.name} ({available})")
+        cols = keep or available
+        select = ", ".join('"' + c.replace('"', '""') + '"' for c in cols)
+        self.db.execute(f"CREATE TABLE {_table_name(kind, name)} AS SELECT {select} FROM ({rel.sql_query()})")
+        self._columns[f"{kind}_{name}"] = cols
+        return cols
+
+    def relation(self, kind: str, name: str) -> duckdb.DuckDBPyRelation:
+        """A relation over a loaded table on a new cursor (one per request and thread)."""
+        return self.db.cursor().sql(f"SELECT * FROM {_table_name(kind, name)}")
+
+    def dataset(self, name: Any) -> Dataset:
+        if not isinstance(name, str) or name not in self.config.datasets:
+            raise DatasetNotFound(f"no dataset named {name!r}; the datasets are "
+                                  f"{sorted(self.config.datasets)}")
+        return self.config.datasets[name]
+
+    # -- metadata ------------------------------------------------------------------------
+
+    def datasets_json(self, analyst_id: str) -> list[dict[str, Any]]:
+        """Public metadata only: the schema, bounds, public keys, options and the budget."""
+        out = []
+        for ds in self.config.datasets.values():
+            b = self.state.budget(analyst_id, ds.name)
+            out.append({
+                "name": ds.name, "description": ds.description, "privacy_unit": ds.privacy_unit,
+                "unit_name": ds.unit_name,
+                "columns": [{"name": c.name, "bounds": c.bounds, "domain": c.domain,
+                             "description": c.description} for c in ds.columns.values()],
+                "options": ds.options,
+                "budget": {"epsilon": b.epsilon, "delta": b.delta, "accounting": b.accounting},
+                "synthetic": None if ds.synthetic is None else {
+                    "epsilon": ds.synthetic.epsilon, "delta": ds.synthetic.delta, "rows": ds.synthetic.rows},
+            })
+        return out
+
+    def budget_json(self, analyst_id: str) -> dict[str, Any]:
+        return {name: budget_json(self.state.ledger(analyst_id, name)) for name in self.config.datasets}
+
+    # -- preview and release -------------------------------------------------------------
+
+    def query(self, ds: Dataset, spec: Any) -> tuple[tables.Query, dict[str, Any], dict[str, Any]]:
+        """The library Query of a spec in the CLI's format, checked against the public schema;
+        returns it with the normalised spec and the release options."""
+        if not isinstance(spec, dict):
+            raise invalid("spec", type(spec).__name__,
+                          "a JSON object in the format of `bayesdp release --spec`")
+        spec = dict(spec)
+        unit = spec.setdefault("privacy_unit", ds.privacy_unit or False)
+        if unit != (ds.privacy_unit or False):
+            raise invalid("privacy_unit", unit, f"{ds.privacy_unit or False!r}, the dataset's privacy unit")
+        try:
+            check_spec(spec, "the spec")
+        except DataError as exc:
+            raise SpecError(exc.args[0]) from None
+        public = list(ds.columns)
+        by = spec.get("group_by") or []
+        for c in [by] if isinstance(by, str) else by:
+            if c not in public:
+                raise invalid("group_by", c, f"one of the public columns {public}")
+        for name, item in spec["aggregates"].items():
+            col = item.get("column") if isinstance(item, dict) else None
+            if col is not None and col not in public:
+                raise invalid(f"aggregates.{name}.column", col, f"one of the public columns {public}")
+        where = spec.get("where", [])
+        where = [where] if isinstance(where, str) else where
+        if not isinstance(where, list) or not all(isinstance(w, str) for w in where):
+            raise invalid("where", where, "a SQL condition or a list of them")
+        spec["where"] = [row_expression(w, public, role="filter").sql(dialect="duckdb") for w in where]
+        options = {**ds.options, **{k: spec[k] for k in RELEASE_KEYS if k in spec}}
+        try:
+            query = build(self.relation("ds", ds.name), spec)
+        except DataError as exc:  # building reads the schema only, never a data value
+            raise SpecError(exc.args[0]) from None
+        return query, spec, options
+
+    def preview(self, ds: Dataset, spec: Any, group_size: Any = None) -> dict[str, Any]:
+        """The expected error of a spec from public parameters (free: reads no data values)."""
+        query, spec, options = self.query(ds, spec)
+        if "epsilon" not in options:
+            raise InvalidParameter("epsilon is missing: give it in the spec")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            df = query.preview(**options, group_size=group_size)
+            plan = query.plan(**{k: v for k, v in options.items() if k != "alpha"})
+        return {"dataset": ds.name, "columns": list(df.columns),
+                "rows": [[plain(v) for v in row] for row in df.itertuples(index=False)],
+                "guarantee": guarantee_json(plan.guarantee),
+                "warnings": [str(w.message) for w in caught]}
+
+    def release(self, ds: Dataset, spec: Any, ledger: AuditedLedger) -> tuple[dict[str, Any], str]:
+        """Run the release through `Query.release`, which spends on the ledger before any noise;
+        returns its public JSON and, for the curator's audit log only, its exact diagnostics."""
+        query, spec, options = self.query(ds, spec)
+        if "epsilon" not in options:
+            raise InvalidParameter("epsilon is missing: give it in the spec")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            release = query.release(ledger=ledger, label=spec.get("label"), **options)
+        doc = release_json(release, spec, options)
+        doc["warnings"] = [str(w.message) for w in caught]
+        return doc, " ".join(release.caveats()[1:])
+
+    # -- synthetic data ------------------------------------------------------------------
+
+    def synthesize(self, ds: Dataset, ledger: AuditedLedger, out: Path) -> dict[str, Any]:
+        """Fit the dataset's synthesizer, spend its guarantee, then sample `rows` rows to `out`."""
+        from bayesdp.synth import synthesize
+
+        cfg = ds.synthetic
+        if cfg is None:
+            raise InvalidParameter(f"the dataset {ds.name!r} offers no synthetic data")
+        frame = self.relation("ds", ds.name).df()
+        syn = synthesize(frame, cfg.epsilon, cfg.delta, columns=list(ds.columns), method=cfg.method,
+                         bounds={c.name: c.bounds for c in ds.columns.values() if c.bounds},
+                         domain={c.name: list(c.domain) for c in ds.columns.values() if c.domain},
+                         bins=cfg.bins)
+        ledger.spend(syn.guarantee, f"synthetic data of {ds.name} ({cfg.rows} rows)")
+        rows = syn.sample(cfg.rows)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        rows.to_csv(out, index=False)
+        return {"dataset": ds.name, "rows": cfg.rows, "columns": list(rows.columns),
+                "guarantee": guarantee_json(syn.guarantee)}
+
+
+class SpecError(InvalidParameter):
+    """A spec that does not fit the dataset's public schema (its message names public facts only)."""
+
+
+class DatasetNotFound(InvalidParameter):
+    """An analyst named a dataset or holdout the service does not have (HTTP 404)."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    value: float | None
+    source: str
+    budget_left: int
+
+
+class HoldoutService:
+    """One reusable holdout shared by all analysts: its budget protects the holdout's rows
+    whoever asks. Overflows are persisted before answers leave; after a restart the holdout
+    resumes with the budget left, an open run of training answers counted as one overflow
+    (its threshold noise is redrawn, and an overflow costs more than the open run did)."""
+
+    def __init__(self, service: Service, cfg: Holdout) -> None:
+        self.service, self.cfg = service, cfg
+        self.columns = service._load("train", cfg.name, cfg.train, None, f"holdouts.{cfg.name}.train")
+        service._load("holdout", cfg.name, cfg.holdout, self.columns, f"holdouts.{cfg.name}.holdout")
+        self.n = int(service.relation("holdout", cfg.name).aggregate("count(*)").fetchall()[0][0])
+        if self.n < 1:
+            raise DataError(f"holdouts.{cfg.name}.holdout has no rows")
+        self._lock = threading.Lock()
+        base, open_run = service.state.holdout_state(cfg.name)
+        self._base = base + int(open_run)
+        left = cfg.budget - self._base
+        self._holdout = None if left < 1 else ReusableHoldout(
+            None, self.n, threshold=cfg.threshold, sigma=cfg.sigma, budget=left)
+        self._open = False
+        self.epsilon_per_overflow = ReusableHoldout(
+            None, self.n, threshold=cfg.threshold, sigma=cfg.sigma, budget=1).epsilon_per_overflow
+
+    def metadata(self) -> dict[str, Any]:
+        h = self._holdout
+        left = 0 if h is None else h.budget_left
+        spent = (self._base + (0 if h is None else h.overflows)) * self.epsilon_per_overflow
+        return {"name": self.cfg.name, "description": self.cfg.description, "columns": self.columns,
+                "threshold": self.cfg.threshold, "sigma": self.cfg.sigma, "budget": self.cfg.budget,
+                "budget_left": left, "epsilon_spent": spent,
+                "guarantee": f"ε={spent:.6g} per row of the holdout (replace-one neighbours), "
+                             f"at most {self.cfg.budget * self.epsilon_per_overflow:.6g}"}
+
+    def query(self, expressions: Any) -> list[Answer]:
+        """Answer row-wise [0, 1]-valued SQL expressions with Thresholdout, in order."""
+        if isinstance(expressions, str):
+            expressions = [expressions]
+        if not isinstance(expressions, list) or not expressions or \
+                not all(isinstance(e, str) for e in expressions):
+            raise invalid("queries", expressions, "a non-empty list of SQL expressions")
+        checked = [row_expression(e, self.columns, role="holdout query").sql(dialect="duckdb")
+                   for e in expressions]
+        means: dict[str, list[float]] = {"train": [], "holdout": []}
+        for kind in means:
+            rel = self.service.relation(kind, self.cfg.name)
+            for i, expr in enumerate(checked):
+                means[kind].append(column_mean(rel, expr, False, f"{kind}, query {i + 1}")[0])
+        with self._lock:
+            h = self._holdout
+            if h is None:
+                return [Answer(None, "exhausted", 0) for _ in checked]
+            answers = h.query_means(means["train"], means["holdout"])
+            assert isinstance(answers, list)
+            for a in answers:
+                if a.source in ("train", "holdout"):
+                    self._open = a.source == "train"
+            self.service.state.save_holdout_state(self.cfg.name, self._base + h.overflows, self._open)
+        return [Answer(a.value, a.source, int(a.budget_left or 0)) for a in answers]
+
+    def train_csv(self) -> str:
+        frame: pd.DataFrame = self.service.relation("train", self.cfg.name).df()
+        return frame.to_csv(index=False)

@@ -1,0 +1,298 @@
+"""The service's state: analysts and their tokens, per-analyst budgets, results, the audit log.
+
+Everything lives under the state directory: `service.db` (SQLite, WAL) holds the analysts,
+budget overrides, stored results (for idempotent retries) and the audit log; each analyst has
+one budget `Ledger` per dataset in `ledgers/<analyst id>/<dataset>.db`. A token is
+`bdp_<analyst id>_<secret>`; only scrypt(secret) is stored, compared in constant time.
+
+A spend is recorded in the ledger first, with the request id in its label, then in the audit
+log; `recover()` (run at start-up) completes the audit log of requests a crash interrupted from
+the ledgers, so the two always agree after a restart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bayesdp.errors import InvalidParameter, invalid
+from bayesdp.privacy import Guarantee, Ledger
+from bayesdp.serve.config import Budget, Config
+
+# scrypt cost (RFC 7914): 16 MiB and tens of milliseconds per check make a stolen table slow to attack.
+_SCRYPT = {"n": 2**14, "r": 8, "p": 1, "maxmem": 64 * 2**20, "dklen": 32}
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS analysts (
+    id TEXT PRIMARY KEY, name TEXT UNIQUE NOT NULL, salt BLOB NOT NULL, token_hash BLOB NOT NULL,
+    created REAL NOT NULL, revoked REAL);
+CREATE TABLE IF NOT EXISTS budgets (
+    analyst TEXT NOT NULL, dataset TEXT NOT NULL, epsilon REAL NOT NULL, delta REAL NOT NULL,
+    accounting TEXT NOT NULL, PRIMARY KEY (analyst, dataset));
+CREATE TABLE IF NOT EXISTS results (
+    id TEXT PRIMARY KEY, analyst TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL,
+    dataset TEXT NOT NULL, created REAL NOT NULL, status TEXT NOT NULL, request TEXT NOT NULL,
+    response TEXT, UNIQUE (analyst, kind, key));
+CREATE TABLE IF NOT EXISTS audit (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, request TEXT UNIQUE NOT NULL, time REAL NOT NULL,
+    analyst TEXT, method TEXT NOT NULL, path TEXT NOT NULL, dataset TEXT, what TEXT,
+    status TEXT NOT NULL, spend_epsilon REAL, spend_delta REAL, spend_rho REAL, result TEXT,
+    detail TEXT);
+CREATE TABLE IF NOT EXISTS holdouts (
+    name TEXT PRIMARY KEY, overflows INTEGER NOT NULL, open INTEGER NOT NULL);
+"""
+
+
+@dataclass(frozen=True)
+class Analyst:
+    id: str
+    name: str
+    created: float
+    revoked: float | None
+
+
+def hash_secret(secret: str, salt: bytes) -> bytes:
+    """scrypt (Percival 2009, RFC 7914) of a token's secret part."""
+    return hashlib.scrypt(secret.encode(), salt=salt, **_SCRYPT)  # type: ignore[arg-type]
+
+
+class State:
+    """The state directory of one service; safe to share between threads and processes."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.root = config.state
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(self.root / "service.db", timeout=60.0, isolation_level=None,
+                                     check_same_thread=False)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=FULL")
+        self._conn.executescript(_SCHEMA)
+        self._ledgers: dict[tuple[str, str], Ledger] = {}
+        self._verified: dict[bytes, str] = {}
+
+    @contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            yield self._conn
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._db() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    def close(self) -> None:
+        with self._lock:
+            for ledger in self._ledgers.values():
+                ledger.close()
+            self._conn.close()
+
+    # -- analysts and tokens -------------------------------------------------------------
+
+    def add_analyst(self, name: str) -> str:
+        """Create an analyst; returns the token, which is shown once and never stored."""
+        if not isinstance(name, str) or not name.strip() or len(name) > 100:
+            raise invalid("name", name, "a non-empty analyst name of at most 100 characters")
+        analyst_id, secret, salt = secrets.token_hex(6), secrets.token_urlsafe(32), secrets.token_bytes(16)
+        try:
+            with self._transaction() as conn:
+                conn.execute("INSERT INTO analysts VALUES (?, ?, ?, ?, ?, NULL)",
+                             (analyst_id, name, salt, hash_secret(secret, salt), time.time()))
+        except sqlite3.IntegrityError:
+            raise invalid("name", name, "a name no other analyst has") from None
+        return f"bdp_{analyst_id}_{secret}"
+
+    def analysts(self) -> list[Analyst]:
+        with self._db() as conn:
+            rows = conn.execute("SELECT id, name, created, revoked FROM analysts ORDER BY created").fetchall()
+        return [Analyst(*r) for r in rows]
+
+    def analyst(self, name: str) -> Analyst:
+        for a in self.analysts():
+            if a.name == name:
+                return a
+        raise invalid("analyst", name, f"one of {[a.name for a in self.analysts()]}")
+
+    def revoke(self, name: str) -> None:
+        a = self.analyst(name)
+        with self._transaction() as conn:
+            conn.execute("UPDATE analysts SET revoked = ? WHERE id = ? AND revoked IS NULL",
+                         (time.time(), a.id))
+
+    def authenticate(self, token: str) -> Analyst | None:
+        """The analyst holding this token, or None (unknown, malformed or revoked)."""
+        parts = token.split("_", 2) if isinstance(token, str) else []
+        if len(parts) != 3 or parts[0] != "bdp":
+            return None
+        with self._db() as conn:
+            row = conn.execute("SELECT id, name, created, revoked, salt, token_hash FROM analysts "
+                               "WHERE id = ?", (parts[1],)).fetchone()
+        if row is None or row[3] is not None:
+            return None
+        # The slow hash runs once per token and process; the cache key is a fast digest of it.
+        digest = hashlib.sha256(token.encode()).digest()
+        with self._lock:
+            known = self._verified.get(digest) == row[0]
+        if not known:
+            if not hmac.compare_digest(hash_secret(parts[2], row[4]), row[5]):
+                return None
+            with self._lock:
+                self._verified[digest] = row[0]
+        return Analyst(*row[:4])
+
+    # -- budgets and ledgers -------------------------------------------------------------
+
+    def set_budget(self, name: str, dataset: str, budget: Budget) -> None:
+        """Override an analyst's budget on a dataset; only before the analyst's ledger exists."""
+        a, ds = self.analyst(name), self._dataset(dataset)
+        budget.guarantee(ds.unit)
+        if self.ledger_path(a.id, dataset).exists():
+            raise InvalidParameter(f"{name} already has a ledger on {dataset!r} with budget "
+                                   f"{self.ledger(a.id, dataset).budget}: a ledger's budget never changes")
+        with self._transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO budgets VALUES (?, ?, ?, ?, ?)",
+                         (a.id, dataset, budget.epsilon, budget.delta, budget.accounting))
+
+    def budget(self, analyst_id: str, dataset: str) -> Budget:
+        ds = self._dataset(dataset)
+        with self._db() as conn:
+            row = conn.execute("SELECT epsilon, delta, accounting FROM budgets WHERE analyst = ? AND "
+                               "dataset = ?", (analyst_id, dataset)).fetchone()
+        return ds.budget if row is None else Budget(*row)
+
+    def ledger_path(self, analyst_id: str, dataset: str) -> Path:
+        return self.root / "ledgers" / analyst_id / f"{dataset}.db"
+
+    def ledger(self, analyst_id: str, dataset: str) -> Ledger:
+        """This analyst's ledger on this dataset, created with their budget on first use."""
+        with self._lock:
+            key = (analyst_id, dataset)
+            if key not in self._ledgers:
+                b = self.budget(analyst_id, dataset)
+                path = self.ledger_path(analyst_id, dataset)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._ledgers[key] = Ledger(path, b.guarantee(self._dataset(dataset).unit), b.accounting)
+            return self._ledgers[key]
+
+    def _dataset(self, name: str) -> Any:
+        if name not in self.config.datasets:
+            raise invalid("dataset", name, f"one of {sorted(self.config.datasets)}")
+        return self.config.datasets[name]
+
+    # -- results (idempotency) -----------------------------------------------------------
+
+    def claim(self, analyst_id: str, kind: str, key: str, dataset: str,
+              request: dict[str, Any]) -> tuple[str, str, dict[str, Any] | None]:
+        """Reserve (kind, key) for this analyst: ("new", id, None), or the earlier result's
+        status ("done", "pending", "failed", "interrupted"), id and stored response."""
+        result_id = f"{kind[:3]}_{secrets.token_hex(8)}"
+        with self._transaction() as conn:
+            row = conn.execute("SELECT id, status, response FROM results WHERE analyst = ? AND kind = ? "
+                               "AND key = ?", (analyst_id, kind, key)).fetchone()
+            if row is not None:
+                return row[1], row[0], None if row[2] is None else json.loads(row[2])
+            conn.execute("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, NULL)",
+                         (result_id, analyst_id, kind, key, dataset, time.time(), json.dumps(request)))
+        return "new", result_id, None
+
+    def complete(self, result_id: str, response: dict[str, Any]) -> None:
+        with self._transaction() as conn:
+            conn.execute("UPDATE results SET status = 'done', response = ? WHERE id = ?",
+                         (json.dumps(response), result_id))
+
+    def abandon(self, result_id: str, spent: bool) -> None:
+        """A result that failed: kept as failed if it spent (a retry must not spend again), else freed."""
+        with self._transaction() as conn:
+            if spent:
+                conn.execute("UPDATE results SET status = 'failed' WHERE id = ?", (result_id,))
+            else:
+                conn.execute("DELETE FROM results WHERE id = ?", (result_id,))
+
+    def result(self, analyst_id: str, result_id: str) -> dict[str, Any] | None:
+        """A finished result of this analyst (None for an unknown id or another analyst's)."""
+        with self._db() as conn:
+            row = conn.execute("SELECT response FROM results WHERE id = ? AND analyst = ? AND "
+                               "status = 'done'", (result_id, analyst_id)).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
+    def results(self, analyst_id: str, kind: str) -> list[dict[str, Any]]:
+        with self._db() as conn:
+            rows = conn.execute("SELECT response FROM results WHERE analyst = ? AND kind = ? AND "
+                                "status = 'done' ORDER BY created", (analyst_id, kind)).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    # -- audit log -----------------------------------------------------------------------
+
+    def audit_begin(self, request_id: str, analyst: str | None, method: str, path: str,
+                    dataset: str | None = None, what: str | None = None) -> None:
+        with self._transaction() as conn:
+            conn.execute("INSERT INTO audit (request, time, analyst, method, path, dataset, what, status) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?, 'pending')",
+                         (request_id, time.time(), analyst, method, path, dataset, what))
+
+    def audit_spend(self, request_id: str, g: Guarantee) -> None:
+        with self._transaction() as conn:
+            conn.execute("UPDATE audit SET spend_epsilon = ?, spend_delta = ?, spend_rho = ? "
+                         "WHERE request = ?", (g.epsilon, g.delta, g.rho, request_id))
+
+    def audit_end(self, request_id: str, status: str, result: str | None = None,
+                  detail: str | None = None) -> None:
+        with self._transaction() as conn:
+            conn.execute("UPDATE audit SET status = ?, result = COALESCE(?, result), detail = ? "
+                         "WHERE request = ?", (status, result, detail, request_id))
+
+    def audit_log(self, analyst_id: str | None = None) -> list[dict[str, Any]]:
+        """The curator's view: every request, with its spend, result and private detail."""
+        with self._db() as conn:
+            conn.row_factory = sqlite3.Row
+            try:
+                q = "SELECT * FROM audit" + (" WHERE analyst = ?" if analyst_id else "") + " ORDER BY id"
+                rows = conn.execute(q, (analyst_id,) if analyst_id else ()).fetchall()
+            finally:
+                conn.row_factory = None
+        return [dict(r) for r in rows]
+
+    def recover(self) -> int:
+        """After a crash: requests left pending become "interrupted", their spend taken from the
+        ledger (whose label starts with the request id); pending results too. Returns how many."""
+        with self._db() as conn:
+            pending = conn.execute("SELECT request, analyst, dataset FROM audit WHERE status = 'pending'"
+                                   ).fetchall()
+        for request_id, analyst, dataset in pending:
+            if analyst and dataset in self.config.datasets and self.ledger_path(analyst, dataset).exists():
+                for s in self.ledger(analyst, dataset).history():
+                    if s.label.startswith(f"{request_id} "):
+                        self.audit_spend(request_id, s.guarantee)
+            self.audit_end(request_id, "interrupted", detail="the server stopped during this request")
+        with self._transaction() as conn:
+            conn.execute("UPDATE results SET status = 'interrupted' WHERE status = 'pending'")
+        return len(pending)
+
+    # -- reusable holdouts ---------------------------------------------------------------
+
+    def holdout_state(self, name: str) -> tuple[int, bool]:
+        """(overflows spent, whether a run of training answers was open) of a holdout."""
+        with self._db() as conn:
+            row = conn.execute("SELECT overflows, open FROM holdouts WHERE name = ?", (name,)).fetchone()
+        return (0, False) if row is None else (int(row[0]), bool(row[1]))
+
+    def save_holdout_state(self, name: str, overflows: int, open_run: bool) -> None:
+        with self._transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO holdouts VALUES (?, ?, ?)", (name, overflows, int(open_run)))

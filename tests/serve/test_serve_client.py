@@ -1,0 +1,57 @@
+"""`bdp.connect`: the builder's verbs against the service return the same Release as locally."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from serve_helpers import Server, add_analyst
+
+import bayesdp as bdp
+from bayesdp.errors import BudgetExceeded, InvalidParameter
+
+
+def test_remote_query_matches_the_local_one(server: Server, tmp_path: Path) -> None:
+    db = bdp.connect(server.url, add_analyst(server.config_path, "notebook"))
+    assert db.datasets() == ["visits", "people"]
+    aggs = {"users": bdp.count_units(), "avg": bdp.mean("spend", bounds=(0, 10)),
+            "hist": bdp.histogram("spend", bins=2, bounds=(0, 10))}
+    remote = db.table("visits").where("flag = 1").group_by("shop", keys=["a", "b", "c"]).agg(**aggs)
+    data = pd.read_csv(server.config_path.parent / "visits.csv")
+    local = bdp.table(data, "user").where("flag = 1").group_by("shop", keys=["a", "b", "c"]).agg(**aggs)
+    options = {"max_groups_per_unit": 2, "max_rows_per_group": 2}  # the dataset's defaults
+    # Previews use public parameters only, so the service's equals the local one exactly.
+    with pytest.warns(UserWarning, match="noise is as wide as the bounds"):
+        remote_preview = remote.preview(epsilon=0.5)
+    with pytest.warns(UserWarning, match="noise is as wide as the bounds"):
+        pd.testing.assert_frame_equal(remote_preview, local.preview(epsilon=0.5, **options))
+    r = remote.release(epsilon=0.5, label="notebook")
+    assert isinstance(r, bdp.Release) and r.diagnostics is None
+    assert r.guarantee == local.plan(0.5, **options).guarantee
+    mine = local.release(epsilon=0.5, rng=bdp.rng_for_tests(0), **options).to_pandas()
+    assert list(r.to_pandas().columns) == list(mine.columns)
+    assert list(r.to_pandas()["shop"]) == ["a", "b", "c"]
+    assert "How the budget was spent" in r.explain()
+    assert r.report(tmp_path / "r.html").read_text().startswith("<")
+    assert db.budget()["visits"].epsilon == pytest.approx(2.5)
+
+
+def test_client_errors_are_bayesdp_errors(server: Server) -> None:
+    db = bdp.connect(server.url, add_analyst(server.config_path, "careless"))
+    with pytest.raises(InvalidParameter, match="public columns"):
+        db.table("visits").agg(n=bdp.sum("secret", bounds=(0, 1))).release(epsilon=1.0)
+    with pytest.raises(BudgetExceeded, match="remaining"):
+        db.table("visits").agg(n=bdp.count()).release(epsilon=5.0)
+    with pytest.raises(InvalidParameter, match="one of the service's datasets"):
+        db.table("nope")
+
+
+def test_client_holdout_and_synthetic(server: Server) -> None:
+    db = bdp.connect(server.url, add_analyst(server.config_path, "explorer"))
+    [answer] = db.holdout_query("model", "spend > 5")
+    assert answer.source in ("train", "holdout") and 0 <= answer.value <= 1
+    assert list(db.holdout_train("model").columns) == ["shop", "spend"]
+    first, again = db.synthetic("people"), db.synthetic("people")
+    pd.testing.assert_frame_equal(first, again)
+    assert len(first) == 300

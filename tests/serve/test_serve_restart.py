@@ -1,0 +1,67 @@
+"""SIGKILL in the middle of releases, then a restart: the ledger and the audit log agree and no
+spend is lost (each spend is in the ledger before its release is computed)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+from serve_helpers import add_analyst, serve, write_service
+from test_serve_api import SPEC
+
+from bayesdp.privacy import Ledger
+from bayesdp.serve.config import load_config
+from bayesdp.serve.state import State
+
+REQUESTS = 40
+
+
+def test_sigkill_mid_release_loses_no_spend(tmp_path: Path) -> None:
+    config_path = write_service(tmp_path)
+    token = add_analyst(config_path, "crash")
+    ledger_path = load_config(config_path).state / "ledgers" / token.split("_")[1] / "visits.db"
+    server = serve(config_path)
+    answered: list[int] = []
+    failed: list[str] = []
+
+    def one() -> None:
+        try:
+            with server.client(token, timeout=30) as http:
+                r = http.post("/v1/releases", json={"dataset": "visits", "spec": {**SPEC, "epsilon": 0.05}},
+                              headers={"Idempotency-Key": str(uuid.uuid4())})
+            answered.append(r.status_code)
+        except httpx.TransportError as exc:
+            failed.append(type(exc).__name__)
+
+    threads = [threading.Thread(target=one) for _ in range(REQUESTS)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (ledger_path.exists() and len(Ledger(ledger_path).history()) >= 3):
+        time.sleep(0.01)
+    server.kill()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads)
+    assert failed, "the server was killed after every request had its answer: nothing was interrupted"
+
+    restarted = serve(config_path)
+    try:
+        state = State(load_config(config_path))
+        audit = state.audit_log(token.split("_")[1])
+        state.close()
+        assert not [r for r in audit if r["status"] == "pending"]
+        ledger = {s.label.split(" ", 1)[0]: s.guarantee.epsilon for s in Ledger(ledger_path).history()}
+        audited = {r["request"]: r["spend_epsilon"] for r in audit if r["spend_epsilon"] is not None}
+        assert ledger == audited
+        # Every release an analyst received has its spend in both.
+        released = [r for r in audit if r["status"] == "201"]
+        assert len(released) == answered.count(201)
+        assert all(r["request"] in ledger for r in released)
+        budget = restarted.client(token).get("/v1/budget").json()["datasets"]["visits"]
+        assert abs(budget["spent"]["epsilon"] - sum(ledger.values())) < 1e-12
+    finally:
+        restarted.stop()
