@@ -4,16 +4,19 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench-env clean
+.PHONY: demo serve-demo test test-fast lint bench-env clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,spark,networks]'
+	$(BIN)/pip install -q -e '.[dev,spark,networks,serve]'
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
+
+serve-demo: $(STAMP)
+	$(BIN)/bayesdp serve --demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench examples

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import threading
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pandas as pd
 import pytest
-from serve_helpers import Server, add_analyst
+from serve_helpers import Server, add_analyst, write_service
 
 from bayesdp.privacy import Ledger
-from bayesdp.serve.config import Budget
+from bayesdp.serve.config import Budget, load_config
 from bayesdp.serve.state import State
 
 SPEC = {"group_by": ["shop"], "keys": ["a", "b", "c"], "epsilon": 0.25,
@@ -58,11 +59,12 @@ def test_every_endpoint_refuses_missing_wrong_or_revoked_tokens(server: Server) 
     state.revoke("to-revoke")
     state.close()
     analyst_id = token.split("_")[1]
-    bad = [None, "wrong", f"bdp_{analyst_id}_not-the-secret", "bdp_000000000000_x", token]
+    bad = [server.client(t) for t in (None, "wrong", f"bdp_{analyst_id}_not-the-secret",
+                                      "bdp_000000000000_x", token)]
     for method, path, body in ENDPOINTS:
-        for t in bad:
-            r = server.client(t).request(method, path, json=body)
-            assert r.status_code == 401, (method, path, t, r.text)
+        for http in bad:
+            r = http.request(method, path, json=body)
+            assert r.status_code == 401, (method, path, http.headers.get("authorization"), r.text)
             assert r.json()["error"]["code"] == "unauthorized"
     assert ledger_spends(server, token, "visits") == 0
 
@@ -175,6 +177,19 @@ def test_bad_input_gets_a_clear_4xx_without_a_trace(server: Server) -> None:
     assert ledger_spends(server, token, "visits") == 0
 
 
+def test_data_dependent_errors_show_only_a_pointer_to_the_audit_log(server: Server) -> None:
+    """The engine's message quotes the holdout's min and max: only the curator may read it."""
+    token = add_analyst(server.config_path, "nosy")
+    r = server.client(token).post("/v1/holdouts/model/queries", json={"queries": ["spend / 10"]})
+    assert r.status_code == 400
+    message = r.json()["error"]["message"]
+    assert "audit log" in message and "outside" not in message and "max" not in message
+    state = State(server.config)
+    [row] = [x for x in state.audit_log(token.split("_")[1]) if x["path"].endswith("/queries")]
+    state.close()
+    assert "outside [0, 1]" in row["detail"] and "max" in row["detail"]
+
+
 PROBES = [
     "(SELECT 1) = 1",
     "spend IN (SELECT spend FROM visits)",
@@ -242,3 +257,18 @@ def test_openapi_and_docs(server: Server) -> None:
     schema = http.get("/openapi.json").json()
     assert schema["openapi"].startswith("3.") and "/v1/releases" in schema["paths"]
     assert "/v1/releases/{id}" in http.get("/docs").text
+
+
+def test_the_rate_limit_is_per_analyst_and_configurable(tmp_path: Path) -> None:
+    from starlette.testclient import TestClient
+
+    from bayesdp.serve.app import create_app
+
+    config_path = write_service(tmp_path, rate=3)
+    a, b = add_analyst(config_path, "a"), add_analyst(config_path, "b")
+    with TestClient(create_app(load_config(config_path))) as http:
+        as_a = {"Authorization": f"Bearer {a}"}
+        assert [http.get("/v1/budget", headers=as_a).status_code for _ in range(4)] == [200, 200, 200, 429]
+        r = http.get("/v1/budget", headers=as_a)
+        assert r.status_code == 429 and int(r.headers["Retry-After"]) >= 1
+        assert http.get("/v1/budget", headers={"Authorization": f"Bearer {b}"}).status_code == 200

@@ -9,14 +9,21 @@ import uuid
 from pathlib import Path
 
 import httpx
+import pandas as pd
+import pytest
 from serve_helpers import add_analyst, serve, write_service
 from test_serve_api import SPEC
 
 from bayesdp.privacy import Ledger
 from bayesdp.serve.config import load_config
+from bayesdp.serve.service import HoldoutService, Service
 from bayesdp.serve.state import State
 
 REQUESTS = 40
+
+
+def spends(path: Path) -> int:
+    return len(Ledger(path).history()) if path.exists() else 0
 
 
 def test_sigkill_mid_release_loses_no_spend(tmp_path: Path) -> None:
@@ -40,7 +47,7 @@ def test_sigkill_mid_release_loses_no_spend(tmp_path: Path) -> None:
     for t in threads:
         t.start()
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (ledger_path.exists() and len(Ledger(ledger_path).history()) >= 3):
+    while time.monotonic() < deadline and spends(ledger_path) < 3:
         time.sleep(0.01)
     server.kill()
     for t in threads:
@@ -65,3 +72,28 @@ def test_sigkill_mid_release_loses_no_spend(tmp_path: Path) -> None:
         assert abs(budget["spent"]["epsilon"] - sum(ledger.values())) < 1e-12
     finally:
         restarted.stop()
+
+
+def test_a_restarted_holdout_keeps_its_spent_budget(tmp_path: Path) -> None:
+    """Overflows survive a restart; an open run of training answers is charged as one overflow."""
+    config_path = write_service(tmp_path)
+    config_path.write_text(config_path.read_text().replace("threshold = 0.04\nsigma = 0.01",
+                                                           "threshold = 0.5\nsigma = 0.001"))
+    pd.DataFrame({"shop": ["a"] * 50, "spend": [1.0] * 50}).to_csv(tmp_path / "train.csv", index=False)
+    pd.DataFrame({"shop": ["a"] * 50, "spend": [9.0] * 50}).to_csv(tmp_path / "holdout.csv", index=False)
+    config = load_config(config_path)
+
+    def restarted() -> HoldoutService:
+        return Service(config, State(config)).holdouts["model"]
+
+    # Noise scales are σ = 0.001 (answers), 0.002 (threshold) and 0.004 (comparison): a gap of 1
+    # always overflows the threshold 0.5 and a gap of 0 never does, except when the noise exceeds
+    # 0.25, with probability below 1e-20 per query.
+    h = restarted()
+    assert [a.source for a in h.query(["spend > 5", "spend > 5"])] == ["holdout", "holdout"]
+    h = restarted()
+    assert h.metadata()["budget_left"] == 3
+    assert [a.source for a in h.query(["spend >= 0"])] == ["train"]
+    h = restarted()
+    assert h.metadata()["budget_left"] == 2
+    assert h.metadata()["epsilon_spent"] == pytest.approx(3 * h.epsilon_per_overflow)

@@ -33,7 +33,7 @@ from bayesdp.serve.wire import guarantee_json, release_from_json
 
 log = logging.getLogger("bayesdp.serve")
 
-# Shown for errors whose text may depend on the data, until they carry a public message.
+# Shown for errors whose text may depend on the data.
 GENERIC = ("the request could not be answered from the data; the curator can see why in the "
            "audit log (request id {rid})")
 
@@ -80,12 +80,12 @@ class RateLimiter:
 
 
 def public_message(exc: BaseException, rid: str) -> str:
-    """What an analyst may read of an error: its public message, never its private detail."""
-    message = getattr(exc, "public_message", None)
-    if isinstance(message, str):
-        return message
-    if isinstance(exc, InvalidParameter | BudgetExceeded):
-        return str(exc)
+    """What an analyst may read of an error: the public message of an error about parameters or
+    the budget, or of one whose data-dependent part was set aside as `private_detail`; for any
+    other (an engine's message may quote data values) only a pointer to the audit log."""
+    if isinstance(exc, BayesdpError) and (exc.private_detail is not None
+                                          or isinstance(exc, InvalidParameter | BudgetExceeded)):
+        return exc.public_message
     return GENERIC.format(rid=rid)
 
 

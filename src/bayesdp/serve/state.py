@@ -63,7 +63,7 @@ class Analyst:
 
 def hash_secret(secret: str, salt: bytes) -> bytes:
     """scrypt (Percival 2009, RFC 7914) of a token's secret part."""
-    return hashlib.scrypt(secret.encode(), salt=salt, **_SCRYPT)  # type: ignore[arg-type]
+    return hashlib.scrypt(secret.encode(), salt=salt, **_SCRYPT)
 
 
 class State:
