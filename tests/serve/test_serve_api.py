@@ -129,6 +129,8 @@ def test_a_retried_release_returns_the_stored_one_and_spends_nothing(server: Ser
     assert again.headers["Idempotent-Replayed"] == "true"
     assert again.json() == first.json()
     assert ledger_spends(server, token, "visits") == 1
+    reused = release(http, {**SPEC, "epsilon": 0.5}, key=key)
+    assert reused.status_code == 422 and "different request" in reused.json()["error"]["message"]
     assert release(http, key=str(uuid.uuid4())).json()["rows"] != first.json()["rows"]
     assert ledger_spends(server, token, "visits") == 2
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import jinja2
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -32,6 +33,10 @@ from bayesdp.serve.state import Analyst, State
 from bayesdp.serve.wire import guarantee_json, release_from_json
 
 log = logging.getLogger("bayesdp.serve")
+
+# The console runs only its own inline script and talks only to this origin.
+CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; "
+       "img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 
 # Shown for errors whose text may depend on the data.
 GENERIC = ("the request could not be answered from the data; the curator can see why in the "
@@ -210,6 +215,9 @@ def create_app(config: Config) -> Starlette:
         if status == "done":
             call.headers["Idempotent-Replayed"] = "true"
             return result_id, stored
+        if status == "conflict":
+            raise ApiError(422, "key_reused", "this idempotency key was used for a different request; "
+                           "use a new key for a new request")
         if status == "pending":
             raise ApiError(409, "in_progress", "a request with this idempotency key is still running; "
                            "retry later with the same key")
@@ -309,7 +317,17 @@ def create_app(config: Config) -> Starlette:
     async def docs(request: Request) -> Response:
         return HTMLResponse(docs_page())
 
+    console_page = jinja2.Environment(
+        loader=jinja2.PackageLoader("bayesdp.serve", "templates"), autoescape=True
+    ).get_template("console.html").render(title="bayesdp: private releases")
+
+    async def console(request: Request) -> Response:
+        # The page holds no data: it signs in with the token and calls the API from the browser.
+        return HTMLResponse(console_page, headers={"Content-Security-Policy": CSP,
+                                                   "X-Content-Type-Options": "nosniff"})
+
     routes = [
+        Route("/", console),
         Route("/health", health),
         Route("/openapi.json", openapi),
         Route("/docs", docs),

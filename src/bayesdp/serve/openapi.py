@@ -21,7 +21,10 @@ _IDEMPOTENCY = {"name": "Idempotency-Key", "in": "header", "required": False, "s
                 "description": "a retried request with the same key returns the stored result and "
                                "spends nothing"}
 _ERRORS = {"400": "refused input (the message says why)", "401": "missing, wrong or revoked token",
-           "404": "unknown dataset, holdout or release (or another analyst's)", "413": "body too large",
+           "403": "the budget would be exceeded (the message says what remains)",
+           "404": "unknown dataset, holdout or release (or another analyst's)",
+           "409": "a request with this idempotency key is running, or stopped after spending",
+           "413": "body too large", "422": "an idempotency key reused for a different request",
            "429": "rate limit; see Retry-After", "500": "internal error: only an error id is returned"}
 
 # (method, path, summary, request body schema or None, extra parameters)

@@ -201,12 +201,15 @@ class State:
     def claim(self, analyst_id: str, kind: str, key: str, dataset: str,
               request: dict[str, Any]) -> tuple[str, str, dict[str, Any] | None]:
         """Reserve (kind, key) for this analyst: ("new", id, None), or the earlier result's
-        status ("done", "pending", "failed", "interrupted"), id and stored response."""
+        status ("done", "pending", "failed", "interrupted", or "conflict" when the earlier
+        request was a different one), id and stored response."""
         result_id = f"{kind[:3]}_{secrets.token_hex(8)}"
         with self._transaction() as conn:
-            row = conn.execute("SELECT id, status, response FROM results WHERE analyst = ? AND kind = ? "
-                               "AND key = ?", (analyst_id, kind, key)).fetchone()
+            row = conn.execute("SELECT id, status, response, request FROM results WHERE analyst = ? AND "
+                               "kind = ? AND key = ?", (analyst_id, kind, key)).fetchone()
             if row is not None:
+                if json.loads(row[3]) != request:
+                    return "conflict", row[0], None
                 return row[1], row[0], None if row[2] is None else json.loads(row[2])
             conn.execute("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, NULL)",
                          (result_id, analyst_id, kind, key, dataset, time.time(), json.dumps(request)))
