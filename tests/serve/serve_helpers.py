@@ -46,6 +46,14 @@ synthetic = {{ epsilon = 1.0, delta = 1e-7, rows = 300 }}
 shop = {{ domain = ["a", "b", "c"] }}
 spend = {{ bounds = [0, 10] }}
 
+[datasets.gaps]
+source = "gaps.csv"
+privacy_unit = "user"
+budget = {{ epsilon = 3.0, delta = 1e-6 }}
+[datasets.gaps.columns]
+shop = {{ domain = ["a", "b", "c"] }}
+spend = {{ bounds = [0, 10] }}
+
 [holdouts.model]
 train = "train.csv"
 holdout = "holdout.csv"
@@ -63,6 +71,9 @@ def write_service(root: Path, rate: int = 6000) -> Path:
                            "spend": rng.uniform(0, 12, n), "flag": rng.integers(0, 2, n),
                            "secret": rng.integers(0, 10**9, n)})
     visits.to_csv(root / "visits.csv", index=False)
+    gaps = visits.head(100).astype({"user": "float64"})
+    gaps.loc[[3, 30, 60], "user"] = None  # three rows belong to nobody
+    gaps.to_csv(root / "gaps.csv", index=False)
     people = visits.drop_duplicates("user")[["shop", "spend"]]
     people.to_csv(root / "people.csv", index=False)
     half = len(people) // 2

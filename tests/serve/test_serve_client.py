@@ -14,7 +14,7 @@ from bayesdp.errors import BudgetExceeded, InvalidParameter
 
 def test_remote_query_matches_the_local_one(server: Server, tmp_path: Path) -> None:
     db = bdp.connect(server.url, add_analyst(server.config_path, "notebook"))
-    assert db.datasets() == ["visits", "people"]
+    assert db.datasets() == ["visits", "people", "gaps"]
     aggs = {"users": bdp.count_units(), "avg": bdp.mean("spend", bounds=(0, 10)),
             "hist": bdp.histogram("spend", bins=2, bounds=(0, 10))}
     remote = db.table("visits").where("flag = 1").group_by("shop", keys=["a", "b", "c"]).agg(**aggs)

@@ -247,19 +247,21 @@ class HoldoutService:
                              f"at most {self.cfg.budget * self.epsilon_per_overflow:.6g}"}
 
     def query(self, expressions: Any) -> list[Answer]:
-        """Answer row-wise [0, 1]-valued SQL expressions with Thresholdout, in order."""
+        """Answer row-wise SQL expressions with Thresholdout, in order. Each row's value is the
+        expression as a number, NULL or non-numeric as 0, clipped into [0, 1]: a statistical
+        query for any expression, so whether a query fails never depends on the holdout's rows."""
         if isinstance(expressions, str):
             expressions = [expressions]
         if not isinstance(expressions, list) or not expressions or \
                 not all(isinstance(e, str) for e in expressions):
             raise invalid("queries", expressions, "a non-empty list of SQL expressions")
-        checked = [row_expression(e, self.columns, role="holdout query").sql(dialect="duckdb")
-                   for e in expressions]
+        checked = [f"coalesce(try_cast(({row_expression(e, self.columns, role='holdout query').sql()}) "
+                   "AS DOUBLE), 0)" for e in expressions]
         means: dict[str, list[float]] = {"train": [], "holdout": []}
         for kind in means:
             rel = self.service.relation(kind, self.cfg.name)
             for i, expr in enumerate(checked):
-                means[kind].append(column_mean(rel, expr, False, f"{kind}, query {i + 1}")[0])
+                means[kind].append(column_mean(rel, expr, True, f"{kind}, query {i + 1}")[0])
         with self._lock:
             h = self._holdout
             if h is None:
