@@ -50,3 +50,18 @@ def test_bad_data(tmp_path):
         bdp.table(tmp_path / "x.xlsx", "u") if (tmp_path / "x.xlsx").touch() is None else None
     with pytest.raises(DataError, match="rejected"):
         bdp.table(pd.DataFrame({"u": [1]}), "u").where("nosuch > 1").agg(n=bdp.count()).release(1.0)
+
+
+def test_public_keys_must_suit_their_column(events):
+    # On main, integer keys on a text column failed inside DuckDB at execution.
+    with pytest.raises(InvalidParameter, match=r"keys=1 .* a string, like the values of group column"):
+        bdp.table(events, "user_id").group_by("campaign", keys=[1, 2])
+    with pytest.raises(InvalidParameter, match="an integer"):
+        bdp.table(events, "campaign").group_by("user_id", keys=[2.5])
+    with pytest.raises(InvalidParameter, match="keys"):
+        bdp.table(events, "user_id").group_by("campaign", keys=[b"alpha"])
+
+
+def test_histogram_bins_are_bounded():
+    with pytest.raises(InvalidParameter, match="bins"):
+        bdp.histogram("v", bins=1_000_001, bounds=(0, 1))

@@ -46,3 +46,28 @@ def test_selection_threshold_is_closed_form_at_extreme_parameters():
     t = sel.threshold()
     p = sel.keep_probability(np.array([t - 1, t]))
     assert p[0] < 0.5 <= p[1]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_million_public_keys_release_in_time_proportional_to_them(small):
+    keys = list(range(1_000_000))
+    r = bdp.table(small, "user").group_by("g", keys=keys).agg(n=bdp.count()).release(
+        1.0, max_groups_per_unit=5, rng=bdp.rng_for_tests(3))
+    assert len(r) == 1_000_000
+    assert r.diagnostics.dropped_by_keys == 0 and r.diagnostics.rows == len(small)
+
+
+@pytest.mark.timeout(30)
+def test_rows_outside_public_keys_are_counted(small):
+    r = bdp.table(small, "user").group_by("g", keys=[0, 1, 99]).agg(n=bdp.count()).release(
+        1.0, max_groups_per_unit=5, rng=bdp.rng_for_tests(4))
+    assert r.diagnostics.dropped_by_keys == int((~small["g"].isin([0, 1])).sum())
+
+
+@pytest.mark.timeout(30)
+def test_two_hundred_thousand_bins_release_quickly(small):
+    q = bdp.table(small, "user").group_by("g", keys=[0, 1]).agg(
+        h=bdp.histogram("v", bins=200_000, bounds=(0, 1)))
+    r = q.release(1.0, max_groups_per_unit=5, rng=bdp.rng_for_tests(5))
+    assert r.estimates["h"].value.shape == (2, 200_000)

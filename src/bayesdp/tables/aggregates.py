@@ -28,6 +28,10 @@ PARTS: dict[str, tuple[tuple[str, float], ...]] = {
 }
 
 
+# A histogram's release holds a noisy count per bin and group, three output columns per bin.
+MAX_BINS = 1_000_000
+
+
 @dataclass(frozen=True)
 class Aggregate:
     """One aggregation: its kind, value column, clipping bounds and share of the budget.
@@ -137,18 +141,22 @@ def quantile(column: str, q: float = 0.5, bounds: Sequence[float] | None = None,
 
 def histogram(column: str, bins: int | Sequence[float] = 10, bounds: Sequence[float] | None = None,
               *, weight: float = 1.0, epsilon: float | None = None) -> Aggregate:
-    """Counts of `column` per bin: `bins` equal bins over `bounds`, or explicit increasing edges."""
+    """Counts of `column` per bin: `bins` equal bins over `bounds`, or explicit increasing edges;
+    at most MAX_BINS (1,000,000) bins, each a noisy count in every group."""
     w, e = _budget(weight, epsilon)
+    allowed = f"a number of bins in [1, {MAX_BINS:,}] or a list of increasing edges"
     if isinstance(bins, int) and not isinstance(bins, bool):
-        if bins < 1:
-            raise invalid("bins", bins, "a positive number of bins or a list of increasing edges")
+        if not 1 <= bins <= MAX_BINS:
+            raise invalid("bins", bins, allowed)
         lo, hi = _bounds(bounds)
         edges = tuple(lo + (hi - lo) * i / bins for i in range(bins + 1))
     else:
         try:
             edges = tuple(check_finite("bins", b) for b in bins)  # type: ignore[union-attr]
         except TypeError:
-            raise invalid("bins", bins, "a positive number of bins or a list of increasing edges") from None
+            raise invalid("bins", bins, allowed) from None
+        if len(edges) > MAX_BINS + 1:
+            raise invalid("bins", f"{len(edges):,} edges", allowed)
         if len(edges) < 2 or any(not a < b for a, b in itertools.pairwise(edges)):
             raise invalid("bins", bins, "at least two strictly increasing finite edges")
         if bounds is not None:

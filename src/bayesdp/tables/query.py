@@ -86,7 +86,12 @@ class Table:
             check_column(c, self.columns, "group_by column")
             if c == self.privacy_unit:
                 raise invalid("columns", columns, "group keys other than the privacy unit")
-        return Grouped(self, cols, None if keys is None else _public_keys(keys, len(cols)))
+        if keys is None:
+            return Grouped(self, cols, None)
+        public = _public_keys(keys, len(cols))
+        for i, c in enumerate(cols):
+            _check_key_type(self.engine, c, [k[i] for k in public])
+        return Grouped(self, cols, public)
 
     def agg(self, **aggregates: Aggregate) -> Query:
         """Aggregates over the whole table (one group, no partition selection)."""
@@ -105,6 +110,36 @@ def _public_keys(keys: Sequence[Any], width: int) -> tuple[tuple[Any, ...], ...]
     if len(set(out)) != len(out):
         raise invalid("keys", keys, "a list without duplicates")
     return tuple(out)
+
+
+_INTEGER_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
+                  "UINTEGER", "UBIGINT", "UHUGEINT", "INT", "LONG", "SHORT", "BYTE")
+_TEXT_TYPES = ("VARCHAR", "STRING", "TEXT", "CHAR", "BPCHAR")
+
+
+def _check_key_type(engine: Engine, column: str, values: list[Any]) -> None:
+    """Each public key suits its column: numbers (integral for an integer column) for a numeric
+    column, True/False for a boolean one, text for a text one; None never matches a row."""
+    declared = engine.schema()[column]
+    kind = declared.split("(")[0].upper()
+    numeric = engine.is_numeric(column)
+    for v in values:
+        if v is None:
+            continue
+        if kind == "BOOLEAN":
+            ok, allowed = isinstance(v, bool), "True or False"
+        elif numeric:
+            ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and \
+                (kind not in _INTEGER_TYPES or float(v).is_integer())
+            allowed = "an integer" if kind in _INTEGER_TYPES else "a finite number"
+        elif kind in _TEXT_TYPES:
+            ok, allowed = isinstance(v, str), "a string"
+        else:  # dates, times, ...: the engine casts the key's text to the column's type
+            ok, allowed = isinstance(v, str | int | float) and not isinstance(v, bool), \
+                "a string, integer or number the engine can cast"
+        if not ok:
+            raise invalid("keys", v, f"{allowed}, like the values of group column {column!r} "
+                                     f"({declared})")
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,15 @@ One cheap scan counts the rows, the null units and the rows outside the public k
 Every DuckDB call, building a query and running it, goes through `duckdb_errors`: a DuckDB
 error becomes a DataError (or a ResourceError when memory or disk runs out) whose public
 message is generic and whose private detail is DuckDB's own text, which can quote a row's value.
+
+Public keys and explicit histogram edges never become SQL lists: each is one JSON string literal
+unnested into a temporary table, joined (a semi-join for the keys, an ASOF join for the edges),
+so their cost grows with their length, not with its square.
 """
 
 from __future__ import annotations
 
-import math
+import json
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -29,7 +33,6 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from bayesdp.errors import DataError
 from bayesdp.tables.engines.base import (
     COARSE_SHIFT,
     REJECTED,
@@ -70,21 +73,9 @@ def ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def literal(value: Any) -> str:
-    """A SQL literal for a public key value (str, int, float, bool, None)."""
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool | np.bool_):
-        return "TRUE" if value else "FALSE"
-    if isinstance(value, int | np.integer):
-        return str(int(value))
-    if isinstance(value, float | np.floating):
-        if not math.isfinite(float(value)):
-            raise DataError(f"public key {value!r} is not finite")
-        return repr(float(value))
-    if isinstance(value, str):
-        return "'" + value.replace("'", "''") + "'"
-    raise DataError(f"public key {value!r} has type {type(value).__name__}; use str, int, float or bool")
+def _json_literal(values: Sequence[Any]) -> str:
+    """A SQL string literal holding `values` as a JSON array (one token, parsed at once)."""
+    return "'" + json.dumps(list(values), allow_nan=False).replace("'", "''") + "'"
 
 
 class DuckDBEngine:
@@ -136,17 +127,36 @@ class DuckDBEngine:
     def check(self, request: BoundingRequest) -> None:
         values = _value_columns(request)
         source = self._filtered(request.where)
-        self.sql(_counts_sql(source, request))
-        self.sql(_kept_sql(source, request, values))
+        with self._keys(request) as keys:
+            self.sql(_counts_sql(source, request, keys))
+            self.sql(_kept_sql(source, request, values, keys))
 
     def aggregate(self, request: BoundingRequest) -> ExactAggregates:
         values = _value_columns(request)
         source = self._filtered(request.where)
-        totals = tuple(int(c) for c in self.rows(_counts_sql(source, request))[0])
-        if not request.cells and not request.bins:  # one pass: aggregate the kept rows directly
-            return self._collect(f"({_kept_sql(source, request, values)})", request, values, totals)
-        with self._temp(_kept_sql(source, request, values)) as kept:
-            return self._collect(kept, request, values, totals)
+        with self._keys(request) as keys:
+            totals = tuple(int(c) for c in self.rows(_counts_sql(source, request, keys))[0])
+            kept_sql = _kept_sql(source, request, values, keys)
+            if not request.cells and not request.bins:  # one pass: aggregate the kept rows directly
+                return self._collect(f"({kept_sql})", request, values, totals)
+            with self._temp(kept_sql) as kept:
+                return self._collect(kept, request, values, totals)
+
+    @contextmanager
+    def _keys(self, req: BoundingRequest) -> Iterator[str | None]:
+        """A temporary table `__k0, __k1, ...` of the public keys, cast to the key columns' types
+        (None without public keys)."""
+        if req.public_keys is None:
+            yield None
+            return
+        schema = self.schema()
+        cols = ", ".join(
+            f"CAST(unnest(from_json({_json_literal([k[i] for k in req.public_keys])}, '[\"VARCHAR\"]'))"
+            f" AS {schema[c]}) AS __k{i}" for i, c in enumerate(req.keys))
+        # An empty key list still needs the typed columns: a WHERE FALSE keeps them, without rows.
+        with self._temp(f"SELECT {cols}" if req.public_keys else
+                        f"SELECT * FROM (SELECT {cols}) WHERE FALSE") as name:
+            yield name
 
     def _collect(self, kept: str, req: BoundingRequest, values: list[str],
                  counts: tuple[int, ...]) -> ExactAggregates:
@@ -221,27 +231,35 @@ class DuckDBEngine:
     def _bins(self, kept: str, req: BoundingRequest, values: list[str], spec: Bins,
               groups: pd.DataFrame) -> tuple[np.ndarray, int]:
         v = f"__v{values.index(spec.column)}"
-        inner = spec.edges[1:-1]
-        case = "CASE " + " ".join(f"WHEN {v} < {e!r} THEN {i}" for i, e in enumerate(inner))
-        case += f" ELSE {len(inner)} END" if inner else ""
-        b = case if inner else "0"
         keys = "".join(f"{ident(k)}, " for k in req.keys)
-        df = self.frame(
-            f"SELECT {keys}{b} AS __bin, count(*) AS __count,"
-            f" count(*) FILTER ({v} < {spec.edges[0]!r} OR {v} > {spec.edges[-1]!r}) AS __clip"
-            f" FROM {kept} WHERE {v} IS NOT NULL GROUP BY ALL"
-        )
+        clip = f"count(*) FILTER ({v} < {spec.edges[0]!r} OR {v} > {spec.edges[-1]!r}) AS __clip"
+        inner = spec.edges[1:-1]
+        if not inner:
+            df = self.frame(f"SELECT {keys}0 AS __bin, count(*) AS __count, {clip}"
+                            f" FROM {kept} WHERE {v} IS NOT NULL GROUP BY ALL")
+        else:
+            # A value's bin is the number of inner edges at or below it: the ASOF join finds the
+            # last such edge (edge i carries i + 1), no edge means bin 0.
+            edges = (f"SELECT unnest(from_json({_json_literal(inner)}, '[\"DOUBLE\"]')) AS __e,"
+                     " CAST(generate_subscripts(from_json("
+                     f"{_json_literal(inner)}, '[\"DOUBLE\"]'), 1) AS BIGINT) AS __b")
+            with self._temp(edges) as table:
+                df = self.frame(
+                    f"SELECT {''.join(f'r.{ident(k)}, ' for k in req.keys)}coalesce(e.__b, 0) AS __bin,"
+                    f" count(*) AS __count, {clip.replace(v, f'r.{v}')} FROM {kept} r"
+                    f" ASOF LEFT JOIN {table} e ON r.{v} >= e.__e WHERE r.{v} IS NOT NULL GROUP BY ALL")
         gi = group_index(df, groups, req.keys)
         out = np.zeros((len(groups), len(spec.edges) - 1), dtype=np.int64)
         np.add.at(out, (gi, df["__bin"].to_numpy(np.int64)), df["__count"].to_numpy(np.int64))
         return out, int(df["__clip"].sum())
 
 
-def _counts_sql(source: str, req: BoundingRequest) -> str:
-    """Rows, rows with a null unit, rows outside the public keys."""
+def _counts_sql(source: str, req: BoundingRequest, key_table: str | None) -> str:
+    """Rows, rows with a null unit, rows outside the public keys (a semi-join, not an IN list)."""
     unit_null = "FALSE" if req.unit is None else f"{ident(req.unit)} IS NULL"
-    return (f"SELECT count(*), count(*) FILTER ({unit_null}),"
-            f" count(*) FILTER (NOT ({unit_null}) AND NOT ({_in_list(req)})) FROM ({source})")
+    outside = "0" if key_table is None else \
+        f"count(*) FILTER (NOT ({unit_null}) AND NOT {_in_keys(req, key_table)})"
+    return f"SELECT count(*), count(*) FILTER ({unit_null}), {outside} FROM ({source})"
 
 
 def _value_columns(req: BoundingRequest) -> list[str]:
@@ -256,16 +274,14 @@ def _clip(v: str, lo: float, hi: float) -> str:
     return f"CASE WHEN {v} < {lo_} THEN {lo_} WHEN {v} > {hi_} THEN {hi_} ELSE {v} END"
 
 
-def _in_list(req: BoundingRequest) -> str:
-    if req.public_keys is None:
+def _in_keys(req: BoundingRequest, key_table: str | None) -> str:
+    """Whether a row's key is one of the public keys (a null key never is); DuckDB plans the
+    subquery as a hash semi-join."""
+    if key_table is None:
         return "TRUE"
-    if not req.public_keys:
-        return "FALSE"
-    if len(req.keys) == 1:
-        items = ", ".join(literal(k[0]) for k in req.public_keys)
-        return f"coalesce({ident(req.keys[0])} IN ({items}), FALSE)"
-    items = ", ".join("row(" + ", ".join(literal(x) for x in k) + ")" for k in req.public_keys)
-    return f"coalesce(row({', '.join(ident(k) for k in req.keys)}) IN ({items}), FALSE)"
+    cols = ", ".join(ident(k) for k in req.keys)
+    table_cols = ", ".join(f"__k{i}" for i in range(len(req.keys)))
+    return f"coalesce(({cols}) IN (SELECT {table_cols} FROM {key_table}), FALSE)"
 
 
 def keyed_hashes(req: BoundingRequest, values: Sequence[str]) -> tuple[str, str]:
@@ -279,14 +295,14 @@ def keyed_hashes(req: BoundingRequest, values: Sequence[str]) -> tuple[str, str]
             f"hash(xor(hash({', '.join([unit, *keys])}), {seed_g}::UBIGINT))")
 
 
-def _kept_sql(source: str, req: BoundingRequest, values: list[str]) -> str:
+def _kept_sql(source: str, req: BoundingRequest, values: list[str], key_table: str | None) -> str:
     """The kept rows: keys, `__first` (one row per kept (unit, group) pair), values `__v0`, ..."""
     keys = [ident(k) for k in req.keys]
     key_sel = "".join(f", {k}" for k in keys)
     fields = "".join(f", nullif(CAST({ident(c)} AS DOUBLE), 'NaN'::DOUBLE) AS __v{j}"
                      for j, c in enumerate(values))
     if req.unit is None:  # every row is a unit: nothing to bound, no sort
-        return f"SELECT TRUE AS __first{key_sel}{fields} FROM ({source}) WHERE {_in_list(req)}"
+        return f"SELECT TRUE AS __first{key_sel}{fields} FROM ({source}) WHERE {_in_keys(req, key_table)}"
     unit = ident(req.unit)
     row_hash, group_hash = keyed_hashes(req, values)
     if keys:
@@ -303,7 +319,7 @@ def _kept_sql(source: str, req: BoundingRequest, values: list[str]) -> str:
     out = "".join(f"{k}, " for k in keys) + "__i = 0 AS __first" + \
         "".join(f", __v{j}" for j in range(len(values)))
     return (f"SELECT {out} FROM (SELECT {unit} AS __u{key_sel}{fields}{ranks} FROM ({source})"
-            f" WHERE {unit} IS NOT NULL AND {_in_list(req)} QUALIFY {keep})")
+            f" WHERE {unit} IS NOT NULL AND {_in_keys(req, key_table)} QUALIFY {keep})")
 
 
 def group_index(df: pd.DataFrame, groups: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
@@ -325,4 +341,4 @@ def group_index(df: pd.DataFrame, groups: pd.DataFrame, keys: Sequence[str]) -> 
     return np.repeat(runs["__gi"].to_numpy(np.int64), np.diff(np.append(starts, len(df))))
 
 
-__all__ = ["DuckDBEngine", "duckdb_errors", "ident", "keyed_hashes", "literal"]
+__all__ = ["DuckDBEngine", "duckdb_errors", "ident", "keyed_hashes"]

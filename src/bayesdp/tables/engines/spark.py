@@ -18,6 +18,7 @@ aggregate reads them without a second scan of the data. Executors need bayesdp's
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -197,20 +198,30 @@ def _count_if(cond: Column) -> Column:
     return F.count(F.when(cond, 1))
 
 
-def _in_keys(req: BoundingRequest, schema: T.StructType) -> Column:
-    """Whether the row's key is one of the public keys (always, without public keys)."""
+def _with_in_keys(frame: DataFrame, req: BoundingRequest, schema: T.StructType) -> DataFrame:
+    """`frame` with `__in`: whether the row's key is one of the public keys (always, without
+    public keys; a null key never is). The keys are a broadcast relation joined by equality, never
+    a literal list (which Spark evaluates element by element on every row)."""
     if req.public_keys is None:
-        return F.lit(True)
-    if not req.public_keys:
-        return F.lit(False)
-    if len(req.keys) == 1:
-        return F.coalesce(_col(req.keys[0]).isin([k[0] for k in req.public_keys]), F.lit(False))
-    types = [schema[k].dataType for k in req.keys]
-    row = F.struct(*[_col(k).alias(f"k{i}") for i, k in enumerate(req.keys)])
-    items = [F.struct(*[F.lit(x).cast(t).alias(f"k{i}")
-                        for i, (x, t) in enumerate(zip(k, types, strict=True))])
-             for k in req.public_keys]
-    return F.coalesce(row.isin(items), F.lit(False))
+        return frame.withColumn("__in", F.lit(True))
+    spark = frame.sparkSession
+    names = [f"__k{i}" for i in range(len(req.keys))]
+    # Keys travel as text and are cast to the columns' types on the cluster (the query layer has
+    # checked that each key suits its column).
+    text = pd.DataFrame([[None if x is None else _text(x) for x in k] for k in req.public_keys],
+                        columns=names, dtype=object)
+    keys = spark.createDataFrame(text, T.StructType([T.StructField(n, T.StringType()) for n in names]))
+    keys = keys.select(*[F.col(n).cast(schema[k].dataType).alias(n)
+                         for n, k in zip(names, req.keys, strict=True)], F.lit(True).alias("__hit"))
+    on = [frame[f"`{k}`"] == keys[n] for n, k in zip(names, req.keys, strict=True)]
+    joined = frame.join(F.broadcast(keys), on=on, how="left")
+    return joined.select(frame["*"], F.coalesce(F.col("__hit"), F.lit(False)).alias("__in"))
+
+
+def _text(value: Any) -> str:
+    """A key value as the text Spark casts back exactly (repr keeps every digit of a float)."""
+    return repr(value) if isinstance(value, float) else str(value).lower() \
+        if isinstance(value, bool) else str(value)
 
 
 def _pairs(source: DataFrame, req: BoundingRequest, values: list[str]) -> DataFrame:
@@ -222,8 +233,8 @@ def _pairs(source: DataFrame, req: BoundingRequest, values: list[str]) -> DataFr
     row_hash, group_hash = keyed_hashes(req, values)
     hashed = narrow.mapInArrow(_hasher(row_hash, group_hash), out_schema)
     keys = [_col(k) for k in req.keys]
-    hashed = hashed.select(_col(req.unit).alias("__u"), *keys,
-                           _in_keys(req, narrow.schema).alias("__in"), "__hg", "__hr",
+    hashed = _with_in_keys(hashed, req, narrow.schema)
+    hashed = hashed.select(_col(req.unit).alias("__u"), *keys, "__in", "__hg", "__hr",
                            *[_value(c).alias(f"__v{j}") for j, c in enumerate(values)])
     aggs = [F.count(F.lit(1)).alias("__n")]
     if values:
@@ -285,13 +296,9 @@ def _collect(pairs: DataFrame, req: BoundingRequest, values: list[str]) -> Exact
     bins = {}
     for bspec in req.bins:
         v = F.col(f"__v{values.index(bspec.column)}")
-        index = F.lit(len(bspec.edges) - 2)
-        for i, edge in reversed(list(enumerate(bspec.edges[1:-1]))):
-            index = F.when(v < F.lit(edge), F.lit(i)).otherwise(index)
         lo, hi = bspec.edges[0], bspec.edges[-1]
-        df = _grouped(rows.where(v.isNotNull()).withColumn("__bin", index),
-                      (*req.keys, "__bin"), [F.count(F.lit(1)).alias("__count"),
-                                              _count_if((v < lo) | (v > hi)).alias("__clip")])
+        df = _grouped(_binned(rows.where(v.isNotNull()), v, bspec.edges), (*req.keys, "__bin"),
+                      [F.count(F.lit(1)).alias("__count"), _count_if((v < lo) | (v > hi)).alias("__clip")])
         gi = group_index(df, groups, req.keys)
         out = np.zeros((len(groups), len(bspec.edges) - 1), dtype=np.int64)
         np.add.at(out, (gi, df["__bin"].to_numpy(np.int64)), df["__count"].to_numpy(np.int64))
@@ -302,6 +309,19 @@ def _collect(pairs: DataFrame, req: BoundingRequest, values: list[str]) -> Exact
     return ExactAggregates(groups=groups, units=stats["__units"].to_numpy(np.int64),
                            rows=stats["__rows"].to_numpy(np.int64), moments=moments,
                            cells=cells, bins=bins, diagnostics=diag)
+
+
+def _binned(rows: DataFrame, v: Column, edges: tuple[float, ...]) -> DataFrame:
+    """`rows` with `__bin`, the number of inner edges at or below the value, found by Spark ML's
+    Bucketizer (a binary search per row, where a chain of comparisons would cost one per edge)."""
+    from pyspark.ml.feature import Bucketizer
+
+    if len(edges) == 2:
+        return rows.withColumn("__bin", F.lit(0))
+    bucketizer = Bucketizer(splits=[-math.inf, *edges[1:-1], math.inf], inputCol="__bv",
+                            outputCol="__b")
+    binned = bucketizer.transform(rows.withColumn("__bv", v))
+    return binned.withColumn("__bin", F.col("__b").cast("long")).drop("__bv", "__b")
 
 
 @contextmanager
