@@ -16,11 +16,13 @@ from bayesdp.tables.engines.base import CellWindow
 from bayesdp.tables.estimate import estimate
 from bayesdp.tables.plan import make_plan
 from bayesdp.tables.quantiles import (
+    candidate_spacing,
     closed_rank,
     draw,
     grid_cells,
     group_runs,
     rank_margin,
+    run_mass,
     run_scores,
 )
 
@@ -36,13 +38,24 @@ def whole_grid(cells: np.ndarray, start: int = 0, stop: int = CELLS + 1) -> Cell
                       np.zeros(int(inside.sum()), dtype=np.int64), cell[inside], cnt[inside])
 
 
-def _probabilities(cells: np.ndarray, aim: float, mech) -> np.ndarray:
-    """Exact output probability of each grid value 0..CELLS of a draw aimed at rank `aim`."""
+def _run_probabilities(mech, scores: np.ndarray) -> np.ndarray:
+    """Selection probabilities of the runs; 0 for a run without candidates (score -inf)."""
+    p = np.zeros(scores.size)
+    some = np.isfinite(scores)
+    p[some] = mech.probabilities(scores[some])
+    return p
+
+
+def _probabilities(cells: np.ndarray, aim: float, mech, spacing=(0, 0)) -> np.ndarray:
+    """Exact output probability of each candidate grid value of 0..CELLS of a draw aimed at `aim`
+    (every value, or every 2^bits-th with `spacing`)."""
     runs = group_runs(CELLS, whole_grid(cells), 0)
-    p = mech.probabilities(run_scores(runs, aim, mech.scale))
-    owner = np.searchsorted(runs.first, np.arange(CELLS + 1), side="right") - 1
-    out: np.ndarray = p[owner] / runs.size[owner]
-    return out
+    p = _run_probabilities(mech, run_scores(runs, aim, mech.scale, spacing))
+    values = np.arange(CELLS + 1)
+    owner = np.searchsorted(runs.first, values, side="right") - 1
+    candidate = (values + spacing[1]) % (1 << spacing[0]) == 0
+    mass = run_mass(runs, spacing)[owner]
+    return np.asarray(p[owner][candidate] / mass[candidate])
 
 
 def _plan(q: float, max_rows: int, epsilon: float = 1.0):
@@ -68,7 +81,7 @@ def _unused():
 def _worst_log_ratio(q: float, max_rows: int, scale_factor: float = 1.0) -> tuple[float, float]:
     step, worst, eps = _plan(q, max_rows), 0.0, 0.0
     rng = rng_for_tests(7)  # data only; the probabilities are computed exactly
-    for part in ("value", "low", "high"):
+    for part, spacing in (("value", (0, 0)), ("low", (2, 1)), ("high", (3, 0))):
         mech = step.parts[part].mechanism
         eps = max(eps, mech.guarantee.epsilon)
         if scale_factor != 1.0:
@@ -76,8 +89,8 @@ def _worst_log_ratio(q: float, max_rows: int, scale_factor: float = 1.0) -> tupl
         for _ in range(60):
             d0, d1 = _neighbours(rng, max_rows)
             offset = float(rng.uniform(-5, 5))  # a public shift such as the rank margin
-            p0 = _probabilities(d0, q * d0.size + offset, mech)
-            p1 = _probabilities(d1, q * d1.size + offset, mech)
+            p0 = _probabilities(d0, q * d0.size + offset, mech, spacing)
+            p1 = _probabilities(d1, q * d1.size + offset, mech, spacing)
             worst = max(worst, float(np.max(np.abs(np.log(p0) - np.log(p1)))))
     return worst, eps
 
@@ -213,6 +226,33 @@ def test_a_tied_median_is_released_exactly():
     d = min(t - np.sum(x < 31), np.sum(x <= 31) - t)
     assert grid_cells(15.0, 49.0) * np.exp(-d / step.parts["value"].scale) < 1e-9
     assert truth == 31.0 and np.all(est.value == 31.0)
+
+
+def test_interval_candidates_land_on_a_tie_not_past_it():
+    # Deterministic (exact probabilities). Ages with 10% at 31, n = 10,000, a quantile at ε = 1/4:
+    # the low candidate aims inside 31's block of ranks. A candidate past the block fails its check
+    # and the end falls back to the bound; with candidates every 2^bits grid values that chance is
+    # below 1%, with every grid value a candidate (the empty values outweighing the tie) above 5%.
+    x = _ages(10_000, rng_for_tests(60))["x"].to_numpy()
+    lo, hi = 15.0, 49.0
+    cells = grid_cells(lo, hi)
+    grid = np.round((x - lo) / ((hi - lo) / cells)).astype(np.int64)
+    cell, cnt = np.unique(grid, return_counts=True)
+    one = lambda v: np.array([v], dtype=np.int64)  # noqa: E731
+    win = CellWindow(one(x.size), one(0), one(cells + 1), one(0), np.zeros(cell.size, np.int64),
+                     cell, cnt)
+    runs = group_runs(cells, win, 0)
+    step = make_plan({"p": bdp.quantile("x", 0.5, bounds=(lo, hi))}, epsilon=0.25, delta=0.0,
+                     noise="laplace", unit="row", max_groups=1, max_rows=1,
+                     private_keys=False).steps["p"]
+    mech = step.parts["low"].mechanism
+    aim = 0.5 * x.size - rank_margin(step, 0.05)
+    tie = int(np.round((31 - lo) / ((hi - lo) / cells)))
+    past = runs.first > tie
+    assert np.sum(x < 31) < aim < np.sum(x <= 31)
+    spaced = _run_probabilities(mech, run_scores(runs, aim, mech.scale, candidate_spacing(lo, hi, cells)))
+    every = _run_probabilities(mech, run_scores(runs, aim, mech.scale))
+    assert spaced[past].sum() < 0.01 and every[past].sum() > 0.05
 
 
 def test_intervals_are_narrower_than_the_bounds_for_a_few_hundred_rows():

@@ -28,13 +28,18 @@ Thm 6) whatever the candidate set, because the base measure is data independent.
 
 The interval (Drechsler et al. 2022: exponential-mechanism draws for the ends, here with a noisy
 rank check). Two more draws aim s ranks below and above t (`rank_margin`), giving candidates L and
-H. A noisy rank certifies each: L <= v exactly when B(L) < q·n, so D̃ = B(L) - q·n + Z with Z the
-noise of a Laplace (or Gaussian) mechanism of sensitivity m·max(q, 1-q) (the same argument as
-above) keeps L when D̃ + h < 0, h the noise's two-sided 1 - α half-width; otherwise the lower end
-is lo. A wrong L is kept only if Z < -h, probability <= α/2 whatever the draw (it is independent
-of Z); the same holds for H with A(H) >= q·n. So the interval [L - w/2, H + w/2] (half a grid cell
-for the rounding) covers v with probability >= 1 - α; `estimate.consistent` then clamps it to the
-bounds and widens it to hold the estimate (post-processing).
+H. Their base measure counts only every 2^bits-th grid value (`candidate_spacing`, about 2^16
+candidates, integers among them when the grid is dyadic): still fixed by the bounds, so the same
+proof holds, and a tied value then competes with 2^-bits as many empty values around it, so the
+candidate lands on the tie instead of past it.
+
+A noisy rank certifies each candidate: L <= v exactly when B(L) < q·n, so D̃ = B(L) - q·n + Z,
+with Z the noise of a Laplace (or Gaussian) mechanism of sensitivity m·max(q, 1-q) (the same
+argument as above), keeps L when D̃ + h < 0, h the noise's two-sided 1 - α half-width; otherwise
+the lower end is lo. A wrong L is kept only if Z < -h, probability <= α/2 whatever the draw (it is
+independent of Z); the same holds for H with A(H) >= q·n. So the interval [L - w/2, H + w/2] (half
+a grid cell for the rounding) covers v with probability >= 1 - α; `estimate.consistent` then
+clamps it to the bounds and widens it to hold the estimate (post-processing).
 
 Cost: the value gets 0.65 of the aggregate's budget, each candidate draw and each rank check
 0.0875 (`aggregates.PARTS`); the value's rank error grows by 1/0.65 against a point that takes the
@@ -66,7 +71,13 @@ WINDOW_SCALES = 36.0
 # bound, with probability about 1.5% (measured in bench/quantile_coverage.py).
 CHECK_SCALES = 2.5
 
+# The interval's candidates are the grid values on a grid of at most about 2^16 cells (a coarser
+# dyadic grid when the quantile's is dyadic): see the module.
+CANDIDATE_CELLS_LOG2 = 16
+
 FullGrid = Callable[[Cells], CellWindow]
+# (bits, origin): the candidates are the grid values j with j + origin a multiple of 2^bits.
+Spacing = tuple[int, int]
 
 
 def grid_cells(lo: float, hi: float) -> int:
@@ -77,6 +88,14 @@ def grid_cells(lo: float, hi: float) -> int:
     cells = (hi - lo) / step
     exact = cells == math.floor(cells) and lo / step == math.floor(lo / step)
     return int(cells) if exact else QUANTILE_CELLS
+
+
+def candidate_spacing(lo: float, hi: float, cells: int) -> Spacing:
+    """The interval candidates' spacing: every 2^bits-th grid value, bits leaving about 2^16 of
+    them, counted from lo's index on the dyadic grid (so integers stay candidates) or from lo."""
+    bits = max(cells.bit_length() - 1 - CANDIDATE_CELLS_LOG2, 0)
+    k = lo / ((hi - lo) / cells)
+    return bits, (int(k) if k == math.floor(k) and abs(k) < 2**53 else 0)
 
 
 def rank_margin(step: Step, alpha: float) -> float:
@@ -152,25 +171,40 @@ def distance(runs: Runs, aim: float) -> np.ndarray:
     return d
 
 
-def run_scores(runs: Runs, aim: float, scale: float) -> np.ndarray:
-    """Scores scale·log(size) + u of the runs: choosing run i with probability ∝ exp(score_i/scale),
-    then a value uniformly in it, draws value j with probability ∝ exp(u(j)/scale) (see module)."""
-    score: np.ndarray = scale * np.log(runs.size.astype(np.float64)) - distance(runs, aim)
+def run_mass(runs: Runs, spacing: Spacing) -> np.ndarray:
+    """Per run, how many of its grid values j are candidates: j + origin a multiple of 2^bits."""
+    bits, origin = spacing
+    a = runs.first + origin
+    mass: np.ndarray = ((a + runs.size - 1) >> bits) - ((a - 1) >> bits)
+    return mass
+
+
+def run_scores(runs: Runs, aim: float, scale: float, spacing: Spacing = (0, 0)) -> np.ndarray:
+    """Scores scale·log(mass) + u of the runs: choosing run i with probability ∝ exp(score_i/scale),
+    then one of its candidates uniformly, draws candidate j with probability ∝ exp(u(j)/scale) (see
+    module); -inf for a run without candidates."""
+    mass = run_mass(runs, spacing).astype(np.float64)
+    with np.errstate(divide="ignore"):
+        score: np.ndarray = scale * np.log(mass) - distance(runs, aim)
     return score
 
 
-def draw(step: Step, part: str, runs: Runs, aim: float, rng: Rng, whole: Callable[[], Runs]) -> int:
-    """One grid value aimed at rank `aim` (q·n plus a public constant; see the module).
+def draw(step: Step, part: str, runs: Runs, aim: float, rng: Rng, whole: Callable[[], Runs],
+         spacing: Spacing = (0, 0)) -> int:
+    """One candidate grid value aimed at rank `aim` (q·n plus a public constant; see the module).
 
     A stretch outside the window is proposed with its best utility, so a value j there is kept
     with probability exp(-(d(j) - d_min)/scale), d(j) its distance on the whole grid: rejection
     sampling, exact whatever the window (von Neumann 1951).
     """
     mech = step.parts[part].mechanism
-    scores = run_scores(runs, aim, mech.scale)
+    scores = run_scores(runs, aim, mech.scale, spacing)
+    some = np.flatnonzero(np.isfinite(scores))
+    bits, origin = spacing
     while True:
-        i = mech.select_index(scores, rng)
-        j = int(runs.first[i] + rng.integers(0, runs.size[i]))
+        i = int(some[mech.select_index(scores[some], rng)])
+        first = ((int(runs.first[i]) + origin - 1) >> bits) + 1
+        j = ((first + int(rng.integers(0, run_mass(runs, spacing)[i]))) << bits) - origin
         if runs.exact[i]:
             return j
         grid = whole()
@@ -209,6 +243,7 @@ def quantile_draws(step: Step, win: CellWindow, spec: Cells, index: np.ndarray, 
     assert agg.q is not None and agg.bounds is not None
     lo, hi = agg.bounds
     q, width = agg.q, (hi - lo) / spec.cells
+    spacing = candidate_spacing(lo, hi, spec.cells)
     s = rank_margin(step, alpha)
     low_check, high_check = step.parts["low_rank"].mechanism, step.parts["high_rank"].mechanism
     w_low, w_high = float(low_check.interval(alpha)), float(high_check.interval(alpha))
@@ -224,8 +259,8 @@ def quantile_draws(step: Step, win: CellWindow, spec: Cells, index: np.ndarray, 
         whole = cache(partial(lambda g: group_runs(spec.cells, whole_window(), g), int(g)))
         out.value[k] = lo + draw(step, "value", runs, t, rng, whole) * width
         # Candidates s ranks below and above t, each kept only if its noisy rank certifies it.
-        j_low = draw(step, "low", runs, t - s, rng, whole)
-        j_high = draw(step, "high", runs, t + s, rng, whole)
+        j_low = draw(step, "low", runs, t - s, rng, whole, spacing)
+        j_high = draw(step, "high", runs, t + s, rng, whole, spacing)
         d_low = float(low_check.release(np.array([closed_rank(runs, j_low, whole)[0] - t]), rng)[0])
         d_high = float(high_check.release(np.array([closed_rank(runs, j_high, whole)[1] - t]), rng)[0])
         out.low[k] = lo + (j_low - 0.5) * width if d_low + w_low < 0 else lo
