@@ -63,7 +63,8 @@ def test_holdout_command_reports_user_errors(
 def test_a_seeded_run_says_it_is_not_private(
     files: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(_args(files, "--clip")) == 0
+    assert main(_args(files, "--clip", "--memory-limit", "256MB", "--temp-directory",
+                      str(files["q"].parent / "spill"))) == 0
     assert "seeded run: NOT private" in " ".join(capsys.readouterr().out.split())
 
 

@@ -16,11 +16,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from bayesdp.commands import SEED_HELP, SEEDED_NOTE
+from bayesdp.commands import SEED_HELP, SEEDED_NOTE, add_memory_options
 from bayesdp.errors import DataError, invalid
 from bayesdp.holdout import HoldoutAnswer, ReusableHoldout
 from bayesdp.noise import rng_for_tests
-from bayesdp.tables.engines import duckdb_errors
+from bayesdp.tables.engines import connect, duckdb_errors
 
 READERS = {".csv": "read_csv", ".tsv": "read_csv", ".parquet": "read_parquet", ".json": "read_json"}
 
@@ -48,12 +48,13 @@ def register(sub: Any) -> None:
         "--clip", action="store_true", help="clip values outside [0, 1] (counted) instead of failing"
     )
     parser.add_argument("--seed", type=int, default=None, help=SEED_HELP)
+    add_memory_options(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     queries = read_queries(args.queries)
-    con = duckdb.connect()
+    con = connect(args.memory_limit, args.temp_directory)
     train = relation(con, args.train, "train")
     holdout = relation(con, args.holdout, "holdout")
     with duckdb_errors(f"cannot read the holdout file {args.holdout}"):

@@ -30,8 +30,10 @@ from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table as RichTable
 
 from bayesdp import tables
+from bayesdp.commands import add_memory_options
 from bayesdp.errors import DataError, invalid
 from bayesdp.privacy import Ledger
+from bayesdp.tables.engines import connect
 
 KINDS = ("count_units", "count", "sum", "mean", "std", "quantile", "histogram")
 RELEASE_KEYS = ("epsilon", "delta", "max_groups_per_unit", "max_rows_per_group", "alpha", "noise",
@@ -56,6 +58,7 @@ def register(sub: Any) -> None:
     parser.add_argument("--engine", choices=("duckdb", "spark"), default="duckdb",
                         help="where bounding and aggregation run (spark: pip install 'bayesdp[spark]')")
     parser.add_argument("--master", help="Spark master URL with --engine spark (default local[*])")
+    add_memory_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -119,10 +122,14 @@ def run(args: argparse.Namespace) -> int:
     if args.engine == "spark":
         from bayesdp.tables.engines.spark import session_for
 
+        for flag in ("memory_limit", "temp_directory"):
+            if getattr(args, flag) is not None:
+                raise invalid("--" + flag.replace("_", "-"), getattr(args, flag),
+                              "unset with --engine spark (give Spark's memory settings instead)")
         query = build(args.data, spec, engine="spark", spark=session_for(args.master))
         release = query.release(ledger=ledger, label=spec.get("label"), **options)
     else:
-        con = duckdb.connect()
+        con = connect(args.memory_limit, args.temp_directory)
         query = build(args.data, spec, con)
         release = _with_progress(con, lambda: query.release(ledger=ledger, label=spec.get("label"),
                                                              **options))

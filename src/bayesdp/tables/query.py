@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+import duckdb
 import numpy as np
 import pandas as pd
 
@@ -24,6 +26,7 @@ from bayesdp.noise import Rng, resolve_rng
 from bayesdp.privacy import Guarantee
 from bayesdp.tables.aggregates import Aggregate
 from bayesdp.tables.engines.base import Bins, BoundingRequest, Cells, CellWindow, Engine
+from bayesdp.tables.engines.duckdb import connect
 from bayesdp.tables.estimate import Estimate, estimate, mean_half_width, measure_of
 from bayesdp.tables.plan import Plan, make_plan
 from bayesdp.tables.quantiles import cells_of, rank_margin
@@ -36,17 +39,28 @@ class Ledger(Protocol):
 
 
 def table(source: Any, privacy_unit: str | None, *, connection: Any = None, engine: str = "duckdb",
-          spark: Any = None) -> Table:
+          spark: Any = None, memory_limit: str | int | None = None,
+          temp_directory: str | os.PathLike[str] | None = None) -> Table:
     """A table about people: a CSV/Parquet/JSON path, a pandas or Polars frame, an Arrow table or
     a DuckDB relation; `privacy_unit` names the column identifying the person (or household, ...)
     whose whole contribution the guarantee protects. None: each row is a different person (as
     diffprivlib, OpenDP's row-level transformations and Tumult's AddOneRow assume): nothing is
     bounded, and a unit contributes one row to one group. `connection`: the DuckDB connection to
-    read files and frames with (default: a new one). A Spark DataFrame, or a path or lake URI
+    read files and frames with (default: a new one). `memory_limit` (bytes, or text such as
+    "2GB") caps the memory of that new connection and `temp_directory` is where it spills what
+    does not fit; running out raises ResourceError. A Spark DataFrame, or a path or lake URI
     with engine="spark", runs on Spark (`spark`: the session, default the active one)."""
     if engine not in ("duckdb", "spark"):
         raise invalid("engine", engine, "'duckdb' or 'spark'")
-    if engine == "spark" or type(source).__module__.startswith("pyspark."):
+    spark_source = engine == "spark" or type(source).__module__.startswith("pyspark.")
+    own = connection is None and not spark_source and not isinstance(source, duckdb.DuckDBPyRelation)
+    for name, value in (("memory_limit", memory_limit), ("temp_directory", temp_directory)):
+        if value is not None and not own:
+            raise invalid(name, value, "None with a connection, a DuckDB relation or Spark: set "
+                          "it there (DuckDB: SET memory_limit; Spark: spark.executor.memory)")
+    if own:
+        connection = connect(memory_limit, temp_directory)
+    if spark_source:
         from bayesdp.tables.engines.spark import spark_engine
 
         eng: Engine = spark_engine(source, spark)

@@ -9,7 +9,7 @@ from typing import Any
 import duckdb
 
 from bayesdp.errors import DataError
-from bayesdp.tables.engines.duckdb import DuckDBEngine, duckdb_errors
+from bayesdp.tables.engines.duckdb import DuckDBEngine, connect, duckdb_errors
 
 _READERS = {".csv": "read_csv", ".tsv": "read_csv", ".txt": "read_csv", ".parquet": "read_parquet",
             ".pq": "read_parquet", ".json": "read_json_auto", ".ndjson": "read_json_auto",
@@ -29,7 +29,7 @@ def engine_for(source: Any, connection: duckdb.DuckDBPyConnection | None = None)
     """A DuckDB engine over `source`; files are scanned lazily (larger than memory works)."""
     if isinstance(source, duckdb.DuckDBPyRelation):
         return DuckDBEngine(source)
-    con = connection or duckdb.connect()
+    con = connection or connect()
     if isinstance(source, str | Path):
         path = Path(source).expanduser()
         if not path.exists():

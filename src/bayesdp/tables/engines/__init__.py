@@ -9,7 +9,7 @@ from bayesdp.tables.engines.base import (
     ExactAggregates,
     Measure,
 )
-from bayesdp.tables.engines.duckdb import DuckDBEngine, duckdb_errors
+from bayesdp.tables.engines.duckdb import DuckDBEngine, connect, duckdb_errors
 
 __all__ = [
     "Bins",
@@ -20,5 +20,6 @@ __all__ = [
     "Engine",
     "ExactAggregates",
     "Measure",
+    "connect",
     "duckdb_errors",
 ]

@@ -24,6 +24,8 @@ so their cost grows with their length, not with its square.
 from __future__ import annotations
 
 import json
+import os
+import re
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -33,6 +35,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from bayesdp.errors import invalid
 from bayesdp.tables.engines.base import (
     COARSE_SHIFT,
     REJECTED,
@@ -54,6 +57,32 @@ SOURCE = "bdp_source"
 OUT_OF_MEMORY_ADVICE = ("raise memory_limit= (--memory-limit on the command line), or give "
                         "temp_directory= (--temp-directory) on a disk with free space so that "
                         "DuckDB spills to it")
+
+
+_MEMORY = re.compile(r"\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
+
+
+def connect(memory_limit: str | int | None = None,
+            temp_directory: str | os.PathLike[str] | None = None) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection for bayesdp: `memory_limit` (bytes, or text such as "2GB") caps its
+    memory, `temp_directory` is where it spills what does not fit (DuckDB's default: .tmp in
+    the working directory). Insertion order is not preserved: no query relies on it, and
+    keeping it makes sorts and windows hold more in memory."""
+    config: dict[str, Any] = {"preserve_insertion_order": False}
+    if memory_limit is not None:
+        if isinstance(memory_limit, int) and not isinstance(memory_limit, bool) and memory_limit > 0:
+            config["memory_limit"] = f"{memory_limit}B"
+        elif isinstance(memory_limit, str) and _MEMORY.fullmatch(memory_limit.strip()):
+            config["memory_limit"] = memory_limit.strip()
+        else:
+            raise invalid("memory_limit", memory_limit,
+                          "a number of bytes > 0 or text such as '2GB' or '512MiB'")
+    if temp_directory is not None:
+        if not isinstance(temp_directory, str | os.PathLike) or os.path.isfile(temp_directory):
+            raise invalid("temp_directory", temp_directory, "a directory path (created if missing)")
+        config["temp_directory"] = os.fspath(temp_directory)
+    with duckdb_errors("DuckDB refused the configuration"):
+        return duckdb.connect(config=config)
 
 
 @contextmanager
@@ -318,8 +347,10 @@ def _kept_sql(source: str, req: BoundingRequest, values: list[str], key_table: s
         keep = f"__i < {req.max_rows}"
     out = "".join(f"{k}, " for k in keys) + "__i = 0 AS __first" + \
         "".join(f", __v{j}" for j in range(len(values)))
+    # An outer WHERE, not QUALIFY: DuckDB turns `row_number() ... QUALIFY __i < k` into a top-k
+    # per partition that cannot spill, so a memory limit would fail what a spilling sort finishes.
     return (f"SELECT {out} FROM (SELECT {unit} AS __u{key_sel}{fields}{ranks} FROM ({source})"
-            f" WHERE {unit} IS NOT NULL AND {_in_keys(req, key_table)} QUALIFY {keep})")
+            f" WHERE {unit} IS NOT NULL AND {_in_keys(req, key_table)}) WHERE {keep}")
 
 
 def group_index(df: pd.DataFrame, groups: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
@@ -341,4 +372,4 @@ def group_index(df: pd.DataFrame, groups: pd.DataFrame, keys: Sequence[str]) -> 
     return np.repeat(runs["__gi"].to_numpy(np.int64), np.diff(np.append(starts, len(df))))
 
 
-__all__ = ["DuckDBEngine", "duckdb_errors", "ident", "keyed_hashes"]
+__all__ = ["DuckDBEngine", "connect", "duckdb_errors", "ident", "keyed_hashes"]
