@@ -19,7 +19,6 @@ import duckdb
 import pandas as pd
 
 from bayesdp import tables
-from bayesdp.commands.holdout import column_mean
 from bayesdp.commands.release import RELEASE_KEYS, build, check_spec
 from bayesdp.errors import DataError, InvalidParameter, invalid
 from bayesdp.expressions import row_expression
@@ -223,9 +222,8 @@ class HoldoutService:
         self.service, self.cfg = service, cfg
         self.columns = service._load("train", cfg.name, cfg.train, None, f"holdouts.{cfg.name}.train")
         service._load("holdout", cfg.name, cfg.holdout, self.columns, f"holdouts.{cfg.name}.holdout")
-        self.n = int(service.relation("holdout", cfg.name).aggregate("count(*)").fetchall()[0][0])
-        if self.n < 1:
-            raise DataError(f"holdouts.{cfg.name}.holdout has no rows")
+        self.n = self._rows("holdout")
+        self._rows("train")
         self._lock = threading.Lock()
         base, open_run = service.state.holdout_state(cfg.name)
         self._base = base + int(open_run)
@@ -235,6 +233,12 @@ class HoldoutService:
         self._open = False
         self.epsilon_per_overflow = ReusableHoldout(
             None, self.n, threshold=cfg.threshold, sigma=cfg.sigma, budget=1).epsilon_per_overflow
+
+    def _rows(self, kind: str) -> int:
+        n = int(self.service.relation(kind, self.cfg.name).aggregate("count(*)").fetchall()[0][0])
+        if n < 1:
+            raise DataError(f"holdouts.{self.cfg.name}.{kind} has no rows")
+        return n
 
     def metadata(self) -> dict[str, Any]:
         h = self._holdout
@@ -255,13 +259,13 @@ class HoldoutService:
         if not isinstance(expressions, list) or not expressions or \
                 not all(isinstance(e, str) for e in expressions):
             raise invalid("queries", expressions, "a non-empty list of SQL expressions")
-        checked = [f"coalesce(try_cast(({row_expression(e, self.columns, role='holdout query').sql()}) "
-                   "AS DOUBLE), 0)" for e in expressions]
-        means: dict[str, list[float]] = {"train": [], "holdout": []}
-        for kind in means:
-            rel = self.service.relation(kind, self.cfg.name)
-            for i, expr in enumerate(checked):
-                means[kind].append(column_mean(rel, expr, True, f"{kind}, query {i + 1}")[0])
+        checked = [row_expression(e, self.columns, role="holdout query").sql(dialect="duckdb")
+                   for e in expressions]
+        # One scan per table answers the whole batch; only the means leave DuckDB.
+        values = ", ".join(f"avg(least(greatest(coalesce(try_cast(({sql}) AS DOUBLE), 0), 0), 1))"
+                           for sql in checked)
+        means = {kind: [float(v) for v in self.service.relation(kind, self.cfg.name).aggregate(values)
+                        .fetchall()[0]] for kind in ("train", "holdout")}
         with self._lock:
             h = self._holdout
             if h is None:
