@@ -14,9 +14,9 @@ import pytest
 from serve_helpers import add_analyst, serve, write_service
 from test_serve_api import SPEC
 
-from bayesdp.privacy import Ledger
+from bayesdp.privacy import Guarantee, Ledger
 from bayesdp.serve.config import load_config
-from bayesdp.serve.service import HoldoutService, Service
+from bayesdp.serve.service import AuditedLedger, HoldoutService, Service
 from bayesdp.serve.state import State
 
 REQUESTS = 40
@@ -97,3 +97,20 @@ def test_a_restarted_holdout_keeps_its_spent_budget(tmp_path: Path) -> None:
     h = restarted()
     assert h.metadata()["budget_left"] == 2
     assert h.metadata()["epsilon_spent"] == pytest.approx(3 * h.epsilon_per_overflow)
+
+
+def test_recovery_rebuilds_lost_audit_rows_from_the_ledger(tmp_path: Path) -> None:
+    """service.db may lose its last rows to a power failure; the ledgers are synced, so the
+    audit log is rebuilt from them."""
+    config = load_config(write_service(tmp_path))
+    state = State(config)
+    analyst = state.authenticate(state.add_analyst("lost"))
+    assert analyst is not None
+    state.audit_begin("req_1", analyst.id, "POST", "/v1/releases", "visits")
+    AuditedLedger(state.ledger(analyst.id, "visits"), state, "req_1").spend(Guarantee(0.5, unit="user"), "x")
+    with state._transaction() as conn:  # what a power failure could leave
+        conn.execute("DELETE FROM audit")
+    assert state.recover() == 0
+    [row] = state.audit_log(analyst.id)
+    assert (row["request"], row["status"], row["spend_epsilon"]) == ("req_1", "recovered", 0.5)
+    state.close()
