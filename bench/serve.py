@@ -141,6 +141,7 @@ def main() -> None:
 
             timed(preview, 5)
             timed(release, 2)
+            health = timed(lambda: http.get("/health").raise_for_status(), args.requests)
             p = timed(preview, args.requests)
             remote, in_process = [], []
             for _ in range(max(5, args.requests // 10)):
@@ -171,6 +172,7 @@ def main() -> None:
         process.wait(timeout=30)
     overhead = statistics.median(remote) - statistics.median(in_process)
     print(f"rows: {args.rows:,}; shared 2-core machine, loopback; {time.strftime('%Y-%m-%d')}")
+    print(f"GET /health (an HTTP round trip, no work): p50 {ms(health, 0.5)}")
     print(f"preview: p50 {ms(p, 0.5)}, p99 {ms(p, 0.99)}; 8 clients: p50 {ms(pc, 0.5)}, p99 {ms(pc, 0.99)}")
     print(f"release over HTTP: p50 {ms(remote, 0.5)}; in process: p50 {ms(in_process, 0.5)}; "
           f"overhead {1000 * overhead:.1f} ms; 8 clients: p50 {ms(rc, 0.5)}, p99 {ms(rc, 0.99)}")

@@ -98,11 +98,11 @@ def test_concurrent_releases_spend_exactly_the_budget(server: Server) -> None:
         state.set_budget(f"busy-{i}", "visits", Budget(2.5, 0.0, "basic"))
     state.close()
     statuses: dict[str, list[int]] = {t: [] for t in tokens}
+    clients = {t: server.client(t, timeout=120) for t in tokens}  # httpx clients are thread-safe
     lock = threading.Lock()
 
     def one(token: str) -> None:
-        with server.client(token, timeout=120) as http:
-            code = release(http).status_code
+        code = release(clients[token]).status_code
         with lock:
             statuses[token].append(code)
 

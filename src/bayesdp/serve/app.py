@@ -130,6 +130,35 @@ def create_app(config: Config) -> Starlette:
                            {"WWW-Authenticate": "Bearer"})
         return analyst
 
+    def audited(call: Call, work: Callable[[Call], Any], dataset: str | None, what: str) -> Response:
+        """Run one request between its two audit-log entries (in one worker thread)."""
+        rid, request = call.rid, call.request
+        state.audit_begin(rid, call.analyst.id, request.method, request.url.path, dataset, what or None)
+        try:
+            out = work(call)
+        except ApiError as exc:
+            state.audit_end(rid, str(exc.status), None, exc.message)
+            return _error(exc.status, exc.code, exc.message, rid, exc.headers)
+        except DatasetNotFound as exc:
+            state.audit_end(rid, "404", None, str(exc))
+            return _error(404, "not_found", public_message(exc, rid), rid)
+        except BudgetExceeded as exc:
+            state.audit_end(rid, "403", None, str(exc))
+            return _error(403, "budget_exceeded", public_message(exc, rid), rid)
+        except (BayesdpError, ValueError, duckdb.Error) as exc:
+            # str(exc) holds the private detail: it goes to the curator's audit log only.
+            state.audit_end(rid, "400", None, f"{type(exc).__name__}: {exc}")
+            return _error(400, "refused", public_message(exc, rid), rid)
+        except Exception as exc:
+            error_id = f"err_{secrets.token_hex(6)}"
+            log.exception("error %s in %s %s (request %s)", error_id, request.method, request.url.path, rid)
+            state.audit_end(rid, "500", None, f"{error_id}: {exc!r}")
+            return _error(500, "internal", f"internal error {error_id}", rid, {}, error_id)
+        state.audit_end(rid, str(call.status), call.result, call.detail)
+        if isinstance(out, Response):
+            return out
+        return JSONResponse(out, status_code=call.status, headers={"X-Request-Id": rid, **call.headers})
+
     def api(work: Callable[[Call], Any], what: str = "") -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             rid = f"req_{secrets.token_hex(8)}"
@@ -154,32 +183,7 @@ def create_app(config: Config) -> Starlette:
                 await run_in_threadpool(state.audit_end, rid, str(exc.status), None, exc.message)
                 return _error(exc.status, exc.code, exc.message, rid, exc.headers)
             call = Call(request, analyst, rid, body)
-            await run_in_threadpool(state.audit_begin, rid, analyst.id, request.method, path, dataset,
-                                    what or None)
-            try:
-                out = await run_in_threadpool(work, call)
-            except ApiError as exc:
-                await run_in_threadpool(state.audit_end, rid, str(exc.status), None, exc.message)
-                return _error(exc.status, exc.code, exc.message, rid, exc.headers)
-            except DatasetNotFound as exc:
-                await run_in_threadpool(state.audit_end, rid, "404", None, str(exc))
-                return _error(404, "not_found", public_message(exc, rid), rid)
-            except BudgetExceeded as exc:
-                await run_in_threadpool(state.audit_end, rid, "403", None, str(exc))
-                return _error(403, "budget_exceeded", public_message(exc, rid), rid)
-            except (BayesdpError, ValueError, duckdb.Error) as exc:
-                # str(exc) holds the private detail: it goes to the curator's audit log only.
-                await run_in_threadpool(state.audit_end, rid, "400", None, f"{type(exc).__name__}: {exc}")
-                return _error(400, "refused", public_message(exc, rid), rid)
-            except Exception as exc:
-                error_id = f"err_{secrets.token_hex(6)}"
-                log.exception("error %s in %s %s (request %s)", error_id, request.method, path, rid)
-                await run_in_threadpool(state.audit_end, rid, "500", None, f"{error_id}: {exc!r}")
-                return _error(500, "internal", f"internal error {error_id}", rid, {}, error_id)
-            await run_in_threadpool(state.audit_end, rid, str(call.status), call.result, call.detail)
-            if isinstance(out, Response):
-                return out
-            return JSONResponse(out, status_code=call.status, headers={"X-Request-Id": rid, **call.headers})
+            return await run_in_threadpool(audited, call, work, dataset, what)
 
         return endpoint
 
