@@ -116,10 +116,14 @@ def test_network_mechanism_releases_values() -> None:
 def test_bad_input() -> None:
     chain = MarkovChain(EXAMPLE)
     mech = MarkovQuiltMechanism(chain, 10, 1.0)
-    with pytest.raises(DataError, match="outside"):
+    with pytest.raises(DataError, match="outside") as info:
         mech.release(np.array([0, 1, 2]))
-    with pytest.raises(DataError, match="length=10"):
+    assert info.value.private_detail == "sequence 0: 1 state(s), first 2 at position 2"
+    assert "position" not in info.value.public_message  # the private data's facts stay private
+    with pytest.raises(DataError, match="length=10") as info:
         mech.release(np.zeros(11, dtype=int))
+    assert "11" not in info.value.public_message
+    assert info.value.private_detail == "longest sequence: 11 records"
     with pytest.raises(DataError, match="finite"):
         mech.release_values([np.nan])
     with pytest.raises(InvalidParameter, match="epsilon"):

@@ -75,3 +75,14 @@ def test_out_of_memory_is_a_resource_error_with_advice():
     assert "memory_limit" in info.value.public_message
     assert "temp_directory" in info.value.public_message
     assert "Out of Memory" in info.value.private_detail
+
+
+def test_spark_errors_keep_their_text_private_and_name_memory():
+    pytest.importorskip("pyspark")
+    from bayesdp.tables.engines.spark import _data_error
+
+    cast = _data_error(RuntimeError("[CAST_INVALID_INPUT] The value 'secret-a' cannot be cast"))
+    assert type(cast) is DataError and "secret" not in cast.public_message
+    assert "secret-a" in cast.private_detail
+    oom = _data_error(RuntimeError("Job aborted: java.lang.OutOfMemoryError: Java heap space"))
+    assert isinstance(oom, ResourceError) and "spark.executor.memory" in oom.public_message

@@ -195,9 +195,8 @@ class MarkovChain:
         rows = counts.sum(axis=1)
         if np.any(rows == 0):
             raise DataError(
-                f"state {int(np.flatnonzero(rows == 0)[0])} is never left in the sequences, so "
-                "its transition row is unknown: pass pseudocount > 0"
-            )
+                "a state is never left in the sequences, so its transition row is unknown: pass "
+                "pseudocount > 0", private_detail=f"state {int(np.flatnonzero(rows == 0)[0])}")
         return cls(counts / rows[:, None], initial)
 
     def __repr__(self) -> str:
@@ -225,14 +224,14 @@ def as_sequences(sequences: Any) -> list[np.ndarray]:
 
 
 def check_sequences(seqs: list[np.ndarray], k: int) -> None:
-    """Every state must be in 0..k-1; the error counts the offending entries."""
+    """Every state must be in 0..k-1; the error's private detail counts the offending entries."""
     for j, s in enumerate(seqs):
         bad = (s < 0) | (s >= k)
         if np.any(bad):
             raise DataError(
-                f"sequence {j} has {int(bad.sum())} state(s) outside the model's 0..{k - 1} "
-                f"(first: {int(s[bad][0])} at position {int(np.flatnonzero(bad)[0])})"
-            )
+                f"a sequence has states outside the model's 0..{k - 1}",
+                private_detail=f"sequence {j}: {int(bad.sum())} state(s), first {int(s[bad][0])} "
+                f"at position {int(np.flatnonzero(bad)[0])}")
 
 
 @dataclass(frozen=True, eq=False)

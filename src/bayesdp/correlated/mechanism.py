@@ -168,9 +168,9 @@ class MarkovQuiltMechanism:
         longest = max(s.size for s in seqs)
         if longest > self.length:
             raise DataError(
-                f"a sequence has {longest} records but the mechanism was calibrated for length="
-                f"{self.length}; recalibrate with the longest sequence length"
-            )
+                f"a sequence is longer than the length={self.length} the mechanism was calibrated "
+                "for; recalibrate with the longest sequence length",
+                private_detail=f"longest sequence: {longest} records")
         return np.bincount(np.concatenate(seqs), minlength=self.states).astype(np.int64)
 
     def release(self, sequences: Any, rng: Rng | None = None) -> np.ndarray:
