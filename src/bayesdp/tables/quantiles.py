@@ -252,17 +252,18 @@ def quantile_draws(step: Step, win: CellWindow, spec: Cells, index: np.ndarray, 
     def whole_window() -> CellWindow:  # read at most once per aggregate, only if a draw needs it
         return full_grid(replace(spec, margin=FULL_GRID))
 
-    out = QuantileDraws(*(np.empty(index.size) for _ in range(3)))
+    value, j_low, j_high, d_low, d_high = (np.empty(index.size) for _ in range(5))
     for k, g in enumerate(index):
         runs = group_runs(spec.cells, win, int(g))
         t = q * float(win.n[g]) if g >= 0 else 0.0
         whole = cache(partial(lambda g: group_runs(spec.cells, whole_window(), g), int(g)))
-        out.value[k] = lo + draw(step, "value", runs, t, rng, whole) * width
+        value[k] = draw(step, "value", runs, t, rng, whole)
         # Candidates s ranks below and above t, each kept only if its noisy rank certifies it.
-        j_low = draw(step, "low", runs, t - s, rng, whole, spacing)
-        j_high = draw(step, "high", runs, t + s, rng, whole, spacing)
-        d_low = float(low_check.release(np.array([closed_rank(runs, j_low, whole)[0] - t]), rng)[0])
-        d_high = float(high_check.release(np.array([closed_rank(runs, j_high, whole)[1] - t]), rng)[0])
-        out.low[k] = lo + (j_low - 0.5) * width if d_low + w_low < 0 else lo
-        out.high[k] = lo + (j_high + 0.5) * width if d_high - w_high >= 0 else hi
-    return out
+        j_low[k] = draw(step, "low", runs, t - s, rng, whole, spacing)
+        j_high[k] = draw(step, "high", runs, t + s, rng, whole, spacing)
+        d_low[k] = closed_rank(runs, int(j_low[k]), whole)[0] - t
+        d_high[k] = closed_rank(runs, int(j_high[k]), whole)[1] - t
+    keep_low = np.asarray(low_check.release(d_low, rng)) + w_low < 0
+    keep_high = np.asarray(high_check.release(d_high, rng)) - w_high >= 0
+    return QuantileDraws(lo + value * width, np.where(keep_low, lo + (j_low - 0.5) * width, lo),
+                         np.where(keep_high, lo + (j_high + 0.5) * width, hi))
