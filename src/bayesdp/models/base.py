@@ -1,0 +1,200 @@
+"""What every private estimator shares: input checks, public bounds, clipping, vector noise, the spend.
+
+Vector releases go through bayesdp's mechanisms. A mechanism rounds each coordinate to its grid g
+before adding integer noise, so a d-vector whose L1 (L2) norm moves by at most Δ moves by at
+most Δ/g + d (Δ/g + √d) grid steps after rounding; `laplace_vector` and `gaussian_vector`
+calibrate the mechanism to a sensitivity S >= Δ + d·g (Δ + √d·g) and check that it holds.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+from scipy.optimize import brentq
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from bayesdp.errors import DataError, InvalidParameter, check_delta, check_positive, invalid
+from bayesdp.mechanisms import Gaussian, Laplace
+from bayesdp.noise import Rng, resolve_rng
+from bayesdp.privacy import Guarantee, Ledger, zcdp_epsilon
+
+# The grid is at most 2^-20 of the sensitivity (bayesdp.noise.lattice), so S = Δ/(1 - k·2^-20)
+# covers the rounding of k = d (L1) or √d (L2) coordinates.
+_GRID_FRACTION = 2.0**-20
+
+
+class PrivacyLeakWarning(UserWarning):
+    """A parameter that must be public was read from the private data: the model is not DP."""
+
+
+def leak_warning(what: str, fix: str) -> None:
+    warnings.warn(
+        f"{what} were read from the data, which leaks private information and voids the "
+        f"privacy guarantee; {fix}",
+        PrivacyLeakWarning,
+        stacklevel=3,
+    )
+
+
+def check_epsilon(epsilon: Any) -> float:
+    return check_positive("epsilon", epsilon)
+
+
+def check_approx(epsilon: Any, delta: Any) -> tuple[float, float]:
+    """(ε, δ) for a Gaussian-noise estimator: δ must be in (0, 1)."""
+    d = check_delta("delta", delta)
+    if d == 0:
+        raise invalid("delta", delta, "in (0, 1): this estimator adds Gaussian noise")
+    return check_epsilon(epsilon), d
+
+
+@lru_cache(maxsize=256)
+def rho_for(epsilon: float, delta: float) -> float:
+    """The largest ρ whose tight (ε, δ) conversion (CKS 2020, Prop. 12) is at most the given ε."""
+    hi = 1.0
+    while zcdp_epsilon(hi, delta) < epsilon:
+        hi *= 2.0
+    return float(brentq(lambda r: zcdp_epsilon(r, delta) - epsilon, 1e-12, hi, xtol=1e-14, rtol=1e-10))
+
+
+def approx_guarantee(epsilon: float, delta: float, rho: float) -> Guarantee:
+    """ρ-zCDP stated as the (ε, δ) it was calibrated to (the ledger's zcdp accounting reads ρ)."""
+    return Guarantee(epsilon, delta, rho=rho)
+
+
+def laplace_vector(epsilon: float, l1: float, d: int) -> Laplace:
+    """Laplace noise for a d-vector of L1 sensitivity l1, ε-DP for the whole vector (Dwork 2006, Thm 2)."""
+    return _calibrated(lambda s: Laplace(epsilon, s), l1, d, float(d))
+
+
+def gaussian_vector(rho: float, l2: float, d: int) -> Gaussian:
+    """Discrete Gaussian noise for a d-vector of L2 sensitivity l2: ρ-zCDP for the vector (CKS 2020, Thm 14)."""
+    return _calibrated(lambda s: Gaussian(rho=rho, sensitivity=s), l2, d, math.sqrt(d))
+
+
+def _calibrated(make: Any, sensitivity: float, d: int, spread: float) -> Any:
+    if spread * _GRID_FRACTION >= 0.5:
+        raise InvalidParameter(f"a release of {d} coordinates is too large for the noise grid (at most 2^38)")
+    mech = make(sensitivity / (1.0 - spread * _GRID_FRACTION))
+    if sensitivity + spread * mech.grid > mech.sensitivity:  # the grid bound failed: never release
+        raise AssertionError("noise grid coarser than 2^-20 of the sensitivity")
+    return mech
+
+
+def feature_bounds(bounds: Any, X: np.ndarray, name: str = "bounds") -> tuple[np.ndarray, np.ndarray]:
+    """Public (lower, upper) per feature, scalars broadcast; None reads them from X with a warning."""
+    d = X.shape[1]
+    if bounds is None:
+        leak_warning(f"{name} (the range of each feature)", f"pass {name}=(lower, upper) from domain knowledge")
+        lo, hi = X.min(axis=0), X.max(axis=0)
+        return lo.astype(np.float64), np.maximum(hi, lo + 1e-12).astype(np.float64)
+    try:
+        lo, hi = (np.broadcast_to(np.asarray(b, dtype=np.float64), (d,)).copy() for b in bounds)
+    except (TypeError, ValueError):
+        raise invalid(name, bounds, f"a pair (lower, upper) of numbers or arrays of length {d}") from None
+    if not (np.isfinite(lo).all() and np.isfinite(hi).all() and (lo < hi).all()):
+        raise invalid(name, bounds, "finite (lower, upper) with lower < upper for every feature")
+    return lo, hi
+
+
+def target_bounds(bounds: Any, y: np.ndarray) -> tuple[float, float]:
+    """Public (lower, upper) for a 1-d target; None reads them from y with a warning."""
+    lo, hi = feature_bounds(bounds, y.reshape(-1, 1), "bounds_y")
+    return float(lo[0]), float(hi[0])
+
+
+def norm_bound(data_norm: Any, X: np.ndarray) -> float:
+    """Public bound on each row's L2 norm; None reads the largest norm from X with a warning."""
+    if data_norm is None:
+        leak_warning("data_norm (the largest row norm)", "pass data_norm from domain knowledge")
+        return max(float(np.sqrt((X * X).sum(axis=1)).max(initial=0.0)), 1e-12)
+    return check_positive("data_norm", data_norm)
+
+
+def clip_rows(X: np.ndarray, norm: float) -> np.ndarray:
+    """Scale each row whose L2 norm exceeds `norm` back onto the ball (a per-row map: DP-safe)."""
+    norms = np.sqrt((X * X).sum(axis=1))
+    return X * np.minimum(1.0, norm / np.maximum(norms, 1e-300))[:, None]
+
+
+def checked_X(est: Any, X: Any, *, reset: bool) -> np.ndarray:
+    """sklearn's validation (feature counts and names) with its errors raised as DataError."""
+    try:
+        out: np.ndarray = validate_data(est, X, reset=reset, dtype=np.float64)
+    except ValueError as exc:
+        raise DataError(str(exc)) from None
+    return out
+
+
+def checked_Xy(est: Any, X: Any, y: Any, **kwargs: Any) -> tuple[np.ndarray, np.ndarray]:
+    try:
+        X, y = validate_data(est, X, y, dtype=np.float64, **kwargs)
+    except ValueError as exc:
+        raise DataError(str(exc)) from None
+    return X, y
+
+
+def fitted(est: Any, X: Any) -> np.ndarray:
+    """Check that `est` is fitted and validate X against what it was fitted on."""
+    check_is_fitted(est)
+    return checked_X(est, X, reset=False)
+
+
+class PrivateMixin:
+    """The spend: every estimator records its guarantee in its ledger before it keeps a fitted value."""
+
+    ledger: Ledger | None
+    rng: Rng | None
+    guarantee_: Guarantee
+
+    def _spend(self, guarantee: Guarantee) -> Rng:
+        """Spend `guarantee` (BudgetExceeded leaves the estimator unfitted) and return the noise source.
+
+        `rng=None` (the default) is a fresh CSPRNG; a seeded generator is for tests only (not private).
+        """
+        if self.ledger is not None:
+            if not isinstance(self.ledger, Ledger):
+                raise invalid("ledger", self.ledger, "None or a bayesdp Ledger")
+            self.ledger.spend(guarantee, f"fit {type(self).__name__}")
+        # A test generator is copied so that each fit is reproducible, like scikit-learn's random_state.
+        return resolve_rng(copy.deepcopy(self.rng))
+
+    @property
+    def guarantee(self) -> Guarantee:
+        """The privacy guarantee the fit spent (available after fit)."""
+        check_is_fitted(self)
+        return self.guarantee_
+
+
+def uniform(rng: Rng, size: int) -> np.ndarray:
+    """Uniform [0, 1) doubles from 53 bits of the generator's raw words (not a release: no noise)."""
+    words = rng.bit_generator.random_raw(size)
+    return (np.asarray(words, dtype=np.uint64) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+def class_labels(classes: Any, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Public class labels and each row's index among them; None reads the labels from y with a warning."""
+    try:
+        check_classification_targets(y)
+    except ValueError as exc:
+        raise DataError(str(exc)) from None
+    if classes is None:
+        leak_warning("the class labels", "pass classes=[...] listing every possible label")
+        labels = np.unique(y)
+    else:
+        labels = np.unique(np.asarray(classes))
+        if labels.size != np.asarray(classes).size:
+            raise invalid("classes", classes, "a list of distinct labels")
+    if labels.size < 2:
+        raise invalid("classes", labels.tolist(), "at least two labels (a classifier cannot train on one class)")
+    idx = np.searchsorted(labels, y)
+    idx = np.minimum(idx, labels.size - 1)
+    if not (labels[idx] == y).all():
+        raise DataError(f"y has labels outside classes={labels.tolist()}: {np.setdiff1d(y, labels)[:5].tolist()}")
+    return labels, idx
