@@ -1,16 +1,23 @@
 """Private estimators in scikit-learn's shape, and model selection through the reusable holdout."""
 
 from bayesdp.models.base import PrivacyLeakWarning
+from bayesdp.models.cluster import KMeans
+from bayesdp.models.decomposition import PCA
 from bayesdp.models.linear import LinearRegression
 from bayesdp.models.logistic import LogisticRegression
 from bayesdp.models.naive_bayes import CategoricalNB, GaussianNB
 from bayesdp.models.preprocessing import StandardScaler
+from bayesdp.models.selection import Selection, select
 
 __all__ = [
+    "PCA",
     "CategoricalNB",
     "GaussianNB",
+    "KMeans",
     "LinearRegression",
     "LogisticRegression",
     "PrivacyLeakWarning",
+    "Selection",
     "StandardScaler",
+    "select",
 ]

@@ -74,7 +74,7 @@ def laplace_vector(epsilon: float, l1: float, d: int) -> Laplace:
 
 
 def gaussian_vector(rho: float, l2: float, d: int) -> Gaussian:
-    """Discrete Gaussian noise for a d-vector of L2 sensitivity l2: ρ-zCDP for the vector (CKS 2020, Thm 14)."""
+    """Discrete Gaussian noise for a d-vector of L2 sensitivity l2: ρ-zCDP for it (CKS 2020, Thm 14)."""
     return _calibrated(lambda s: Gaussian(rho=rho, sensitivity=s), l2, d, math.sqrt(d))
 
 
@@ -91,7 +91,9 @@ def feature_bounds(bounds: Any, X: np.ndarray, name: str = "bounds") -> tuple[np
     """Public (lower, upper) per feature, scalars broadcast; None reads them from X with a warning."""
     d = X.shape[1]
     if bounds is None:
-        leak_warning(f"{name} (the range of each feature)", f"pass {name}=(lower, upper) from domain knowledge")
+        leak_warning(
+            f"{name} (the range of each feature)", f"pass {name}=(lower, upper) from domain knowledge"
+        )
         lo, hi = X.min(axis=0), X.max(axis=0)
         return lo.astype(np.float64), np.maximum(hi, lo + 1e-12).astype(np.float64)
     try:
@@ -142,7 +144,7 @@ def checked_Xy(est: Any, X: Any, y: Any, **kwargs: Any) -> tuple[np.ndarray, np.
 
 def fitted(est: Any, X: Any) -> np.ndarray:
     """Check that `est` is fitted and validate X against what it was fitted on."""
-    check_is_fitted(est)
+    check_is_fitted(est, "guarantee_")  # set last: a fit refused by the ledger leaves no model
     return checked_X(est, X, reset=False)
 
 
@@ -168,7 +170,7 @@ class PrivateMixin:
     @property
     def guarantee(self) -> Guarantee:
         """The privacy guarantee the fit spent (available after fit)."""
-        check_is_fitted(self)
+        check_is_fitted(self, "guarantee_")
         return self.guarantee_
 
 
@@ -192,9 +194,13 @@ def class_labels(classes: Any, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if labels.size != np.asarray(classes).size:
             raise invalid("classes", classes, "a list of distinct labels")
     if labels.size < 2:
-        raise invalid("classes", labels.tolist(), "at least two labels (a classifier cannot train on one class)")
+        raise invalid(
+            "classes", labels.tolist(), "at least two labels (a classifier cannot train on one class)"
+        )
     idx = np.searchsorted(labels, y)
     idx = np.minimum(idx, labels.size - 1)
     if not (labels[idx] == y).all():
-        raise DataError(f"y has labels outside classes={labels.tolist()}: {np.setdiff1d(y, labels)[:5].tolist()}")
+        raise DataError(
+            f"y has labels outside classes={labels.tolist()}: {np.setdiff1d(y, labels)[:5].tolist()}"
+        )
     return labels, idx

@@ -147,7 +147,17 @@ class LinearRegression(PrivateMixin, RegressorMixin, BaseEstimator):
 class _Stats:
     """The released statistics the intervals are computed from (post-processing only)."""
 
-    def __init__(self, gram: np.ndarray, m: np.ndarray, theta: np.ndarray, xy: np.ndarray, yy: float,
-                 n: float, sigma_xx: float, sigma_xy: float, t: np.ndarray) -> None:
+    def __init__(
+        self,
+        gram: np.ndarray,
+        m: np.ndarray,
+        theta: np.ndarray,
+        xy: np.ndarray,
+        yy: float,
+        n: float,
+        sigma_xx: float,
+        sigma_xy: float,
+        t: np.ndarray,
+    ) -> None:
         self.gram, self.m, self.theta, self.xy, self.yy, self.n = gram, m, theta, xy, yy, n
         self.sigma_xx, self.sigma_xy, self.t = sigma_xx, sigma_xy, t

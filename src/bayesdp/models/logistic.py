@@ -56,7 +56,9 @@ def gamma_norm_noise(d: int, beta: float, rng: Rng) -> tuple[np.ndarray, float]:
     return (h @ h) / (2 * beta) * g / np.linalg.norm(g), 3 * d / (4 * SIGMA_STEPS)
 
 
-def _objective(f: np.ndarray, x: np.ndarray, y: np.ndarray, reg: float, b: np.ndarray) -> tuple[float, np.ndarray]:
+def _objective(
+    f: np.ndarray, x: np.ndarray, y: np.ndarray, reg: float, b: np.ndarray
+) -> tuple[float, np.ndarray]:
     """(1/n)Σ ln(1 + e^{−y f·x}) + (reg/2)‖f‖² + b·f/n and its gradient."""
     n = y.size
     m = y * (x @ f)
@@ -72,8 +74,8 @@ class LogisticRegression(PrivateMixin, ClassifierMixin, BaseEstimator):
     and divided by √(data_norm² + 1), so ‖x‖ <= 1. The objective is (1/n)Σℓ + (Λ/2)‖f‖² with
     Λ = 1/(nC) (scikit-learn's C). Neighbours replace one row (n is public, as in the paper).
 
-    - method="objective" (Alg. 2): ε' = ε − 2 ln(1 + c/(nΛ)), c = 1/4; if ε' <= 0 the ridge
-      grows by Δ = c/(n(e^{ε/4} − 1)) − Λ and ε' = ε/2; the objective gains b·f/n with b of
+    - method="objective" (Alg. 2): the ridge grows by Δ = max(0, c/(n(e^{ε/4} − 1)) − Λ), c = 1/4,
+      and ε' = ε − 2 ln(1 + c/(n(Λ + Δ))) >= ε/2; the objective gains b·f/n with b of
       density ∝ exp(−ε'‖b‖/2) (see `gamma_norm_noise`), so the guarantee is (ε, δ) with δ the
       sampler's total variation times (1 + e^ε) (a TV-η perturbation of an ε-DP mechanism).
     - method="output" (Alg. 1): the exact minimiser plus noise of L2 sensitivity 2/(nΛ) = 2C
@@ -130,27 +132,33 @@ class LogisticRegression(PrivateMixin, ClassifierMixin, BaseEstimator):
         e_k, d_k = eps / problems, delta / problems
         if self.method == "objective":
             tv = 3 * p / (4 * SIGMA_STEPS)
-            guarantee = Guarantee(eps, min(problems * (1 + math.exp(e_k)) * tv + delta, 0.5), relation="replace_one")
+            guarantee = Guarantee(
+                eps, min(problems * (1 + math.exp(e_k)) * tv + delta, 0.5), relation="replace_one"
+            )
         else:
             guarantee = Guarantee(eps, delta, relation="replace_one")
         rng = self._spend(guarantee)
         targets = [idx == 1] if problems == 1 else [idx == j for j in range(problems)]
+        self._iterations: list[int] = []
         w = np.vstack([self._solve(x, np.where(t, 1.0, -1.0), lam, e_k, d_k, rng) for t in targets])
         scale = math.sqrt(norm * norm + 1) if self.fit_intercept else norm
         self.classes_ = labels
         self.coef_ = w[:, : X.shape[1]] / scale
         self.intercept_ = w[:, -1] / scale if self.fit_intercept else np.zeros(problems)
+        self.n_iter_ = np.array(self._iterations)
         self.guarantee_ = guarantee
         return self
 
-    def _solve(self, x: np.ndarray, y: np.ndarray, lam: float, eps: float, delta: float, rng: Rng) -> np.ndarray:
+    def _solve(
+        self, x: np.ndarray, y: np.ndarray, lam: float, eps: float, delta: float, rng: Rng
+    ) -> np.ndarray:
         n, p = x.shape
         if self.method == "objective":
-            eps_p = eps - 2 * math.log1p(C_LOGISTIC / (n * lam))
-            extra = 0.0
-            if eps_p <= 0:
-                extra = C_LOGISTIC / (n * math.expm1(eps / 4)) - lam
-                eps_p = eps / 2
+            # The ridge grows to Λ + Δ >= c/(n(e^{ε/4} − 1)) whenever Λ is below it, which bounds the
+            # Jacobian's share by ε/2 and leaves ε' >= ε/2 for the noise (Alg. 2's second branch,
+            # taken whenever it leaves more than the first; the choice reads only n, ε and C).
+            extra = max(0.0, C_LOGISTIC / (n * math.expm1(eps / 4)) - lam)
+            eps_p = eps - 2 * math.log1p(C_LOGISTIC / (n * (lam + extra)))
             b, _ = gamma_norm_noise(p, eps_p / 2, rng)
             return self._minimise(x, y, lam + extra, b)
         f = self._minimise(x, y, lam, np.zeros(p))
@@ -161,9 +169,14 @@ class LogisticRegression(PrivateMixin, ClassifierMixin, BaseEstimator):
 
     def _minimise(self, x: np.ndarray, y: np.ndarray, reg: float, b: np.ndarray) -> np.ndarray:
         res = minimize(
-            _objective, np.zeros(x.shape[1]), args=(x, y, reg, b), jac=True, method="L-BFGS-B",
+            _objective,
+            np.zeros(x.shape[1]),
+            args=(x, y, reg, b),
+            jac=True,
+            method="L-BFGS-B",
             options={"maxiter": self.max_iter, "gtol": self.tol},
         )
+        self._iterations.append(int(res.nit))
         return np.asarray(res.x)
 
     def decision_function(self, X: Any) -> np.ndarray:

@@ -136,10 +136,14 @@ class CategoricalNB(_NaiveBayes):
         k, d = labels.size, codes.shape[1]
         offsets = np.concatenate([[0], np.cumsum(cats)])
         cells = idx[:, None] * offsets[-1] + offsets[:-1] + codes  # (class, feature, category) cell
-        exact = np.concatenate([np.bincount(idx, minlength=k), np.bincount(cells.ravel(), minlength=k * offsets[-1])])
+        exact = np.concatenate(
+            [np.bincount(idx, minlength=k), np.bincount(cells.ravel(), minlength=k * offsets[-1])]
+        )
         guarantee = Guarantee(eps)
         rng = self._spend(guarantee)
-        noisy = np.maximum(laplace_vector(eps, float(d + 1), exact.size).release(exact.astype(np.float64), rng), 0.0)
+        noisy = np.maximum(
+            laplace_vector(eps, float(d + 1), exact.size).release(exact.astype(np.float64), rng), 0.0
+        )
         class_count, table = noisy[:k], noisy[k:].reshape(k, offsets[-1])
         self.classes_ = labels
         self.n_categories_ = cats

@@ -45,7 +45,9 @@ class StandardScaler(PrivateMixin, OneToOneFeatureMixin, TransformerMixin, BaseE
         bounds = feature_bounds(self.bounds, X)
         guarantee = Guarantee(eps)
         rng = self._spend(guarantee)
-        m = noisy_moments(X, np.zeros(X.shape[0], dtype=np.int64), 1, bounds, eps, rng, variances=self.with_std)
+        m = noisy_moments(
+            X, np.zeros(X.shape[0], dtype=np.int64), 1, bounds, eps, rng, variances=self.with_std
+        )
         self.mean_ = m.means[0] if self.with_mean else None
         self.var_ = m.variances[0] if m.variances is not None else None
         self.scale_ = None if self.var_ is None else _safe_scale(np.sqrt(self.var_))

@@ -261,6 +261,14 @@ class Ledger:
                 self._conn.close()
             self._conn = None
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Ledger:
+        """The ledger is its file: a copy (as scikit-learn's clone makes) spends from the same budget."""
+        return self
+
+    def __reduce__(self) -> tuple[type[Ledger], tuple[str]]:
+        """Pickled as its path: unpickling reopens the same file (its budget and accounting are in it)."""
+        return (Ledger, (str(self.path),))
+
     def __enter__(self) -> Ledger:
         return self
 

@@ -1,0 +1,95 @@
+"""KMeans by noisy Lloyd iterations with a stated iteration budget (Blum et al. 2005; Su et al. 2016)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
+
+from bayesdp.errors import check_positive_int
+from bayesdp.models.base import PrivateMixin, check_epsilon, checked_X, feature_bounds, fitted, uniform
+from bayesdp.models.moments import noisy_moments
+from bayesdp.noise import Rng
+from bayesdp.privacy import Guarantee, Ledger
+
+
+class KMeans(PrivateMixin, ClusterMixin, TransformerMixin, BaseEstimator):
+    """ε-DP k-means: `n_iter` Lloyd steps, each on noisy counts and sums (add/remove neighbours).
+
+    Initial centres are spread over the public box `bounds` without looking at the data (the
+    farthest-point choice among uniform candidates). Each of the
+    `n_iter` iterations (the whole budget: no convergence test reads the data) assigns rows to
+    their nearest centre and releases per-cluster counts and sums of the clipped features with
+    ε/n_iter (DPLloyd: Su et al. 2016, §3; SuLQ k-means: Blum et al. 2005, §5), through
+    bayesdp.models.moments. A cluster whose noisy count is within 3 noise scales of 0 moves to a
+    new spread point.
+    `labels_` is predict(X) on the training rows: the model applied to the data it was fit on.
+    """
+
+    def __init__(
+        self,
+        n_clusters: int = 8,
+        *,
+        epsilon: float = 1.0,
+        bounds: Any = None,
+        n_iter: int = 5,
+        ledger: Ledger | None = None,
+        rng: Rng | None = None,
+    ) -> None:
+        self.n_clusters = n_clusters
+        self.epsilon = epsilon
+        self.bounds = bounds
+        self.n_iter = n_iter
+        self.ledger = ledger
+        self.rng = rng
+
+    def fit(self, X: Any, y: Any = None) -> KMeans:
+        eps = check_epsilon(self.epsilon)
+        k = check_positive_int("n_clusters", self.n_clusters)
+        iters = check_positive_int("n_iter", self.n_iter)
+        X = checked_X(self, X, reset=True)
+        lo, hi = feature_bounds(self.bounds, X)
+        guarantee = Guarantee(eps)
+        rng = self._spend(guarantee)
+        centres = _spread(lo, hi, k, rng)
+        for _ in range(iters):
+            m = noisy_moments(X, _nearest(X, centres), k, (lo, hi), eps / iters, rng, variances=False)
+            # A cluster whose noisy count is within 3 noise scales of empty has no usable mean.
+            empty = m.counts < 3 * m.count_scale
+            centres = np.where(empty[:, None], _spread(lo, hi, k, rng), m.means)
+        self.cluster_centers_ = centres
+        self.labels_ = _nearest(X, centres)
+        self.n_iter_ = iters
+        self.guarantee_ = guarantee
+        return self
+
+    def predict(self, X: Any) -> np.ndarray:
+        return _nearest(fitted(self, X), self.cluster_centers_)
+
+    def transform(self, X: Any) -> np.ndarray:
+        return np.sqrt(_sq_distances(fitted(self, X), self.cluster_centers_))
+
+    def score(self, X: Any, y: Any = None) -> float:
+        """Minus the sum of squared distances to the nearest centre (scikit-learn's convention)."""
+        return -float(_sq_distances(fitted(self, X), self.cluster_centers_).min(axis=1).sum())
+
+
+def _spread(lo: np.ndarray, hi: np.ndarray, k: int, rng: Rng) -> np.ndarray:
+    """k points of the box far apart: greedy farthest points among 64k uniform candidates (no data)."""
+    cand = lo + (hi - lo) * uniform(rng, 64 * k * lo.size).reshape(64 * k, lo.size)
+    chosen = [int(np.argmin(((cand - (lo + hi) / 2) ** 2).sum(axis=1)))]
+    dist = ((cand - cand[chosen[0]]) ** 2).sum(axis=1)
+    for _ in range(k - 1):
+        chosen.append(int(np.argmax(dist)))
+        dist = np.minimum(dist, ((cand - cand[chosen[-1]]) ** 2).sum(axis=1))
+    return cand[chosen]
+
+
+def _sq_distances(X: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    d = (X * X).sum(axis=1)[:, None] - 2 * X @ centres.T + (centres * centres).sum(axis=1)[None]
+    return np.asarray(np.maximum(d, 0.0))
+
+
+def _nearest(X: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    return np.asarray(np.argmin(_sq_distances(X, centres), axis=1))

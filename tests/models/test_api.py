@@ -1,0 +1,103 @@
+"""The estimators' contract: spend before use, public parameters, leak warnings, clone and Pipeline."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+from sklearn.pipeline import make_pipeline
+
+import bayesdp as bdp
+from bayesdp.errors import BudgetExceeded, DataError, InvalidParameter
+from bayesdp.models import (
+    PCA,
+    CategoricalNB,
+    GaussianNB,
+    KMeans,
+    LinearRegression,
+    LogisticRegression,
+    PrivacyLeakWarning,
+    StandardScaler,
+)
+
+PUBLIC = [
+    (StandardScaler, {"bounds": (0, 1)}),
+    (GaussianNB, {"bounds": (0, 1), "classes": [0, 1]}),
+    (CategoricalNB, {"n_categories": 2, "classes": [0, 1]}),
+    (LinearRegression, {"bounds_X": (0, 1), "bounds_y": (0, 1)}),
+    (LogisticRegression, {"data_norm": 2.0, "classes": [0, 1]}),
+    (KMeans, {"bounds": (0, 1)}),
+    (PCA, {"data_norm": 2.0}),
+]
+IDS = [cls.__name__ for cls, _ in PUBLIC]
+
+
+def xy(n: int = 400) -> tuple[np.ndarray, np.ndarray]:
+    gen = np.random.default_rng(0)
+    x = (gen.uniform(0, 1, (n, 3)) > 0.5).astype(float)
+    return x, x[:, 0].astype(int)
+
+
+@pytest.mark.parametrize(("cls", "public"), PUBLIC, ids=IDS)
+def test_spends_before_the_model_is_usable(tmp_path: Any, cls: Any, public: dict[str, Any]) -> None:
+    x, y = xy()
+    ledger = bdp.Ledger(tmp_path / "budget.db", bdp.Guarantee(1.5, 1e-5, relation="replace_one"))
+    est = cls(epsilon=1.0, ledger=ledger, **public)
+    if isinstance(est, StandardScaler | GaussianNB | CategoricalNB | KMeans | LinearRegression | PCA):
+        ledger = bdp.Ledger(tmp_path / "add.db", bdp.Guarantee(1.5, 1e-5))
+        est.set_params(ledger=ledger)
+    est.fit(x, y)
+    assert ledger.history()[-1].guarantee == est.guarantee
+    assert ledger.history()[-1].label == f"fit {cls.__name__}"
+    second = clone(est).set_params(ledger=ledger)
+    with pytest.raises(BudgetExceeded):
+        second.fit(x, y)
+    with pytest.raises(NotFittedError):
+        (second.transform if hasattr(second, "transform") else second.predict)(x)
+    assert len(ledger.history()) == 1
+
+
+@pytest.mark.parametrize(("cls", "public"), PUBLIC, ids=IDS)
+def test_public_parameters_silence_the_leak_warning(cls: Any, public: dict[str, Any]) -> None:
+    x, y = xy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)
+        cls(**public).fit(x, y)
+    with pytest.warns(PrivacyLeakWarning, match="leaks private information"):
+        cls().fit(x, y)
+
+
+def test_parameters_are_stored_as_given_and_checked_at_fit() -> None:
+    est = LinearRegression(epsilon=-1, bounds_X="nonsense")
+    assert est.get_params()["epsilon"] == -1
+    with pytest.raises(InvalidParameter, match="epsilon=-1"):
+        est.fit(*xy())
+    with pytest.raises(InvalidParameter, match="delta=0"):
+        LinearRegression(delta=0).fit(*xy())
+    with pytest.raises(InvalidParameter, match="bounds_X"):
+        LinearRegression(bounds_X=(1, 0), bounds_y=(0, 1)).fit(*xy())
+    with pytest.raises(InvalidParameter, match="method='newton'"):
+        LogisticRegression(method="newton", data_norm=1, classes=[0, 1]).fit(*xy())
+    with pytest.raises(DataError, match="outside classes"):
+        GaussianNB(bounds=(0, 1), classes=[0, 2]).fit(*xy())
+    with pytest.raises(InvalidParameter, match="n_components=9"):
+        PCA(9, data_norm=1).fit(*xy())
+
+
+def test_pipeline_and_clone_keep_the_guarantee() -> None:
+    x, y = xy(2000)
+    pipe = make_pipeline(
+        StandardScaler(bounds=(0, 1), epsilon=0.5, rng=bdp.rng_for_tests(1)),
+        LogisticRegression(data_norm=4.0, classes=[0, 1], epsilon=0.5, rng=bdp.rng_for_tests(2)),
+    ).fit(x, y)
+    assert pipe.predict(x).shape == (2000,)
+    scaler, logistic = (step.guarantee for _, step in pipe.steps)
+    # the scaler's add/remove ε restates as 2ε for replace-one, the logistic regression's relation
+    total = scaler.to_relation("replace_one") + logistic
+    assert (total.epsilon, total.relation) == (pytest.approx(1.5), "replace_one")
+    again = clone(pipe).fit(x, y)
+    np.testing.assert_array_equal(again.predict_proba(x), pipe.predict_proba(x))  # seeded: reproducible

@@ -1,0 +1,123 @@
+"""Utility at realistic sizes: each private estimator at ε = 1 is close to its non-private counterpart.
+
+Seeds are fixed (bdp.rng_for_tests). Each margin is many times the noise's standard deviation
+at this n (given per test), so a fresh seed would fail with probability below 1e-6.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sklearn.cluster
+import sklearn.linear_model
+import sklearn.naive_bayes
+
+import bayesdp as bdp
+from bayesdp.models import (
+    PCA,
+    CategoricalNB,
+    GaussianNB,
+    KMeans,
+    LinearRegression,
+    LogisticRegression,
+    StandardScaler,
+)
+
+N = 20_000
+
+
+def classification(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    gen = np.random.default_rng(seed)
+    y = gen.integers(0, 2, N)
+    x = np.clip(gen.normal(0.5, 0.15, (N, 4)) + 0.15 * y[:, None] * np.array([1, -1, 1, 0]), 0, 1)
+    return x, y
+
+
+def test_scaler_matches_the_data_moments() -> None:
+    """Noise sd of each mean ≈ √2·(Σr/0.4ε)/n ≈ 3e-4 here: the 0.01 margin is 30 sd."""
+    x = np.random.default_rng(1).uniform(0, 1, (N, 3)) * np.array([1.0, 2.0, 4.0])
+    s = StandardScaler(bounds=(0, 4), rng=bdp.rng_for_tests(1)).fit(x)
+    np.testing.assert_allclose(s.mean_, x.mean(axis=0), atol=0.01)
+    np.testing.assert_allclose(s.scale_, x.std(axis=0), atol=0.02)
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs"),
+    [
+        (
+            lambda: GaussianNB(bounds=(0, 1), classes=[0, 1], rng=bdp.rng_for_tests(2)),
+            sklearn.naive_bayes.GaussianNB,
+        ),
+        (
+            lambda: LogisticRegression(data_norm=2.0, classes=[0, 1], rng=bdp.rng_for_tests(3)),
+            sklearn.linear_model.LogisticRegression,
+        ),
+        (
+            lambda: LogisticRegression(
+                data_norm=2.0, classes=[0, 1], method="output", delta=1e-6, C=0.01, rng=bdp.rng_for_tests(4)
+            ),
+            sklearn.linear_model.LogisticRegression,
+        ),
+    ],
+    ids=["gaussian_nb", "logistic_objective", "logistic_output"],
+)
+def test_classifiers_match_scikit_learn(ours, theirs) -> None:  # type: ignore[no-untyped-def]
+    """Accuracy within 0.03 of scikit-learn's: the noise moves accuracy by under 0.005 sd at this n."""
+    x, y = classification()
+    xt, yt = classification(1)
+    assert ours().fit(x, y).score(xt, yt) >= theirs().fit(x, y).score(xt, yt) - 0.03
+
+
+def test_categorical_nb_matches_scikit_learn() -> None:
+    """Counts of ~5,000 per cell against Laplace noise of scale 5: margin 0.02 is far beyond it."""
+    x, y = classification()
+    codes = np.minimum((x * 4).astype(int), 3)
+    ours = CategoricalNB(n_categories=4, classes=[0, 1], rng=bdp.rng_for_tests(5)).fit(codes, y)
+    theirs = sklearn.naive_bayes.CategoricalNB(min_categories=4).fit(codes, y)
+    assert ours.score(codes, y) >= theirs.score(codes, y) - 0.02
+
+
+def test_linear_regression_matches_least_squares_and_its_intervals_cover() -> None:
+    """R² within 0.01 of OLS; 200 refits: coverage of the true slopes by the 95% intervals >= 0.85.
+
+    The coverage check is a binomial tail: with true coverage >= 0.93, observing < 0.85 of 600
+    has probability below 1e-9.
+    """
+    gen = np.random.default_rng(6)
+    beta = np.array([0.5, -0.3, 0.2])
+    x = gen.uniform(-1, 1, (N, 3))
+    y = x @ beta + 0.1 + gen.normal(0, 0.2, N)
+    ours = LinearRegression(bounds_X=(-1, 1), bounds_y=(-2, 2), rng=bdp.rng_for_tests(7)).fit(x, y)
+    ols = sklearn.linear_model.LinearRegression().fit(x, y)
+    assert ours.score(x, y) >= ols.score(x, y) - 0.01
+    hits = []
+    rng = bdp.rng_for_tests(8)
+    for _ in range(200):
+        xs = gen.uniform(-1, 1, (3000, 3))
+        ys = xs @ beta + 0.1 + gen.normal(0, 0.2, 3000)
+        lo, hi = LinearRegression(bounds_X=(-1, 1), bounds_y=(-2, 2), rng=rng).fit(xs, ys).coef_interval(0.05)
+        hits.append((lo[:3] <= beta) & (beta <= hi[:3]))
+    assert np.mean(hits) >= 0.85
+
+
+def test_kmeans_finds_separated_centres() -> None:
+    """Clusters of ~6,700 rows: centre noise sd ≈ (Σr·5/0.67)/6700 ≈ 0.002 per step; margin 0.1."""
+    gen = np.random.default_rng(9)
+    truth = np.array([[0.2, 0.2], [0.8, 0.2], [0.5, 0.8]])
+    x = truth[gen.integers(0, 3, N)] + gen.normal(0, 0.05, (N, 2))
+    km = KMeans(3, bounds=(0, 1), n_iter=8, rng=bdp.rng_for_tests(10)).fit(x)
+    found = km.cluster_centers_[
+        np.argmin(((truth[:, None] - km.cluster_centers_[None]) ** 2).sum(axis=2), axis=1)
+    ]
+    np.testing.assert_allclose(found, truth, atol=0.1)
+    assert km.score(x) >= sklearn.cluster.KMeans(3, n_init=3, random_state=0).fit(x).score(x) * 1.1
+
+
+def test_pca_finds_the_leading_direction() -> None:
+    """Covariance noise sd ≈ (4·√(1/2·0.7ρ)…)/n ≈ 1e-3 against an eigengap of 2: |cos| > 0.99."""
+    gen = np.random.default_rng(11)
+    x = gen.normal(size=(N, 4)) * np.array([2.0, 1.0, 0.5, 0.2])
+    x = x @ np.linalg.qr(gen.normal(size=(4, 4)))[0]
+    pca = PCA(1, data_norm=8.0, rng=bdp.rng_for_tests(12)).fit(x)
+    top = np.linalg.eigh(np.cov(x.T))[1][:, -1]
+    assert abs(pca.components_[0] @ top) > 0.99
