@@ -59,6 +59,7 @@ __all__ = [
     "errors",
     "histogram",
     "mean",
+    "models",
     "noise",
     "quantile",
     "rng_for_tests",
@@ -69,3 +70,12 @@ __all__ = [
     "table",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    """`bayesdp.models` loads on first use: it needs scikit-learn (the `models` extra)."""
+    if name == "models":
+        import importlib
+
+        return importlib.import_module("bayesdp.models")
+    raise AttributeError(f"module 'bayesdp' has no attribute {name!r}")
