@@ -79,7 +79,8 @@ class LogisticRegression(PrivateMixin, ClassifierMixin, BaseEstimator):
       density ∝ exp(−ε'‖b‖/2) (see `gamma_norm_noise`), so the guarantee is (ε, δ) with δ the
       sampler's total variation times (1 + e^ε) (a TV-η perturbation of an ε-DP mechanism).
     - method="output" (Alg. 1): the exact minimiser plus noise of L2 sensitivity 2/(nΛ) = 2C
-      (Cor. 8): Laplace on L1 <= √p·2C when delta = 0, else the discrete Gaussian (zCDP).
+      (Cor. 8): Laplace on L1 <= √p·2C when delta = 0, else the discrete Gaussian (zCDP). With
+      scikit-learn's C the sensitivity does not shrink with n: use a small C (strong ridge).
 
     With k > 2 classes each one-vs-rest problem gets ε/k (and δ/k): every row is in all k.
     """
