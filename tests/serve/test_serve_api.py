@@ -284,3 +284,20 @@ def test_the_rate_limit_is_per_analyst_and_configurable(tmp_path: Path) -> None:
         r = http.get("/v1/budget", headers=as_a)
         assert r.status_code == 429 and int(r.headers["Retry-After"]) >= 1
         assert http.get("/v1/budget", headers={"Authorization": f"Bearer {b}"}).status_code == 200
+
+
+def test_an_internal_error_returns_only_an_error_id_and_logs_the_trace(server: Server) -> None:
+    token = add_analyst(server.config_path, "unlucky")
+    http = server.client(token)
+    rid = release(http).json()["id"]
+    state = State(server.config)
+    with state._transaction() as conn:  # a stored result damaged on disk
+        conn.execute("UPDATE results SET response = '{}' WHERE id = ?", (rid,))
+    state.close()
+    r = http.get(f"/v1/releases/{rid}")
+    assert r.status_code == 500
+    error = r.json()["error"]
+    assert error["message"] == f"internal error {error['id']}"
+    assert "Traceback" not in r.text and "KeyError" not in r.text
+    log = (server.config_path.parent / "server.log").read_text()
+    assert error["id"] in log and "Traceback" in log
