@@ -90,6 +90,7 @@ def test_analysts_see_and_spend_only_their_own(server: Server) -> None:
     assert release(http_a, key="shared-key").json()["id"] != release(http_b, key="shared-key").json()["id"]
 
 
+@pytest.mark.slow
 def test_concurrent_releases_spend_exactly_the_budget(server: Server) -> None:
     """64 concurrent requests, 32 from each of two analysts whose budgets allow 10 releases."""
     tokens = [add_analyst(server.config_path, f"busy-{i}") for i in range(2)]

@@ -68,6 +68,7 @@ def test_the_curator_adds_lists_budgets_and_revokes_analysts(tmp_path: Path,
         state.close()
 
 
+@pytest.mark.slow
 def test_demo_prints_the_url_and_a_working_token(tmp_path: Path) -> None:
     process, lines = start(["--demo"], tmp_path)
     try:

@@ -35,6 +35,7 @@ def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
     driver.quit()
 
 
+@pytest.mark.slow
 def test_sign_in_preview_release_and_read_the_table(server: Server, browser: webdriver.Chrome,
                                                     tmp_path: Path) -> None:
     wait = WebDriverWait(browser, WAIT_S)

@@ -26,6 +26,7 @@ def spends(path: Path) -> int:
     return len(Ledger(path).history()) if path.exists() else 0
 
 
+@pytest.mark.slow
 def test_sigkill_mid_release_loses_no_spend(tmp_path: Path) -> None:
     config_path = write_service(tmp_path)
     token = add_analyst(config_path, "crash")
