@@ -88,5 +88,6 @@ def run_backup(args: argparse.Namespace) -> int:
     with Ledger(args.source) as led:
         led.backup(args.target)
         count = len(led.history())
-    Console().print(escape(f"backed up {args.source} ({count} spends) to {args.target}"), highlight=False)
+    spends = f"{count} spend" + ("" if count == 1 else "s")
+    Console().print(escape(f"backed up {args.source} ({spends}) to {args.target}"), highlight=False)
     return 0
