@@ -38,6 +38,7 @@ from bayesdp.tables.engines import connect
 KINDS = ("count_units", "count", "sum", "mean", "std", "quantile", "histogram")
 RELEASE_KEYS = ("epsilon", "delta", "max_groups_per_unit", "max_rows_per_group", "alpha", "noise",
                  "selection_weight")
+_OUT_FORMATS = (".csv", ".parquet")
 SPEC_KEYS = ("privacy_unit", "group_by", "keys", "where", "aggregates", "label", *RELEASE_KEYS)
 
 
@@ -116,6 +117,9 @@ def run(args: argparse.Namespace) -> int:
             options[k] = getattr(args, k)
     if "epsilon" not in options:
         raise DataError("give epsilon in the spec or with --epsilon")
+    if args.out and Path(args.out).suffix.lower() not in _OUT_FORMATS:
+        raise invalid("--out", args.out, "a path ending in .csv or .parquet (checked before any "
+                      "budget is spent)")
     for flag, path in (("--out", args.out), ("--report", args.report)):
         _check_writable(flag, path)
     ledger = Ledger(args.ledger) if args.ledger else None
@@ -142,7 +146,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.out:
             out = Path(args.out)
-            df.to_parquet(out, index=False) if out.suffix == ".parquet" else df.to_csv(out, index=False)
+            if out.suffix.lower() == ".parquet":
+                df.to_parquet(out, index=False)
+            else:
+                df.to_csv(out, index=False)
             console.print(f"wrote {out}")
         if args.report:
             console.print(f"wrote {release.report(args.report)}")

@@ -12,8 +12,14 @@ from bayesdp.correlated.calibration import QuiltCalibration, quilt_calibration
 from bayesdp.correlated.chain import ChainClass, MarkovChain, as_sequences, check_sequences
 from bayesdp.correlated.influence import check_notion
 from bayesdp.correlated.network import BayesianNetwork
-from bayesdp.errors import DataError, check_open_unit, check_positive, check_positive_int, invalid
+from bayesdp.errors import DataError, check_open_unit, check_positive_int, invalid
 from bayesdp.mechanisms import dlap_quantile
+from bayesdp.mechanisms.base import (
+    SENSITIVITY_RANGE,
+    check_epsilon,
+    check_in_range,
+    check_noise_steps,
+)
 from bayesdp.noise import Rng, discrete_laplace, grid_for, resolve_rng, snap_add
 from bayesdp.privacy import Guarantee
 
@@ -104,15 +110,16 @@ class MarkovQuiltMechanism:
     bayesdp.Laplace), so floating point leaks nothing. rng=None uses the OS CSPRNG; a seeded
     generator (tests only) gives no privacy. `length` is the longest sequence the release may
     contain (several people, each an independent chain, are covered: σ_max does not decrease
-    with T); `states` gives the bins for a ChainClass given by bounds.
+    with T); `states` gives the bins for a ChainClass given by bounds. `epsilon` in [1e-12, 700],
+    `lipschitz` in [1e-200, 1e200] (the mechanisms' ranges), noise of at most 2^50 grid steps.
     """
 
     def __init__(self, model: Any, length: int | None, epsilon: float, lipschitz: float = 2.0,
                  method: str = "exact", notion: str = "pufferfish", *,
                  states: int | None = None) -> None:
         self.model = model
-        self.epsilon = check_positive("epsilon", epsilon)
-        self.lipschitz = check_positive("lipschitz", lipschitz)
+        self.epsilon = check_epsilon(epsilon)
+        self.lipschitz = check_in_range("lipschitz", lipschitz, SENSITIVITY_RANGE)
         self.notion = check_notion(notion)
         self.calibration = quilt_calibration(model, length, self.epsilon, method, notion)
         self.length = len(model.nodes) if isinstance(model, BayesianNetwork) else int(length or 0)
@@ -189,6 +196,7 @@ class MarkovQuiltMechanism:
         return self._noisy(x, self.steps(x.size, False), rng)
 
     def _noisy(self, values: np.ndarray, scale: float, rng: Rng | None) -> np.ndarray:
+        check_noise_steps(scale, f"length={self.length} with epsilon={self.epsilon!r}")
         return snap_add(values, discrete_laplace(scale, values.size, resolve_rng(rng)), self.grid)
 
     def interval(self, alpha: float = 0.05, size: int | None = None) -> float:

@@ -3,13 +3,48 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
 
-from bayesdp.errors import DataError, check_open_unit, check_positive
+from bayesdp.errors import DataError, InvalidParameter, check_finite, check_open_unit, invalid
 from bayesdp.noise import Rng
 from bayesdp.privacy import Guarantee, Relation
+
+# Valid ranges of every mechanism's parameters. ε <= 700 keeps e^ε a finite float; ε >= 1e-12 and
+# a noise scale of at most 2^50 integer steps keep every draw, and a value plus its noise, far
+# inside int64; sensitivities within 1e±200 keep the power-of-two grid a normal float and every
+# output finite.
+EPSILON_RANGE = (1e-12, 700.0)
+RHO_RANGE = (1e-24, 2.5e5)
+SENSITIVITY_RANGE = (1e-200, 1e200)
+MAX_NOISE_STEPS = 2.0**50
+
+
+def check_in_range(name: str, value: Any, bounds: tuple[float, float], why: str = "") -> float:
+    """A finite number within the closed range `bounds`, else InvalidParameter naming it."""
+    x = check_finite(name, value)
+    lo, hi = bounds
+    if not lo <= x <= hi:
+        raise invalid(name, value, f"a number in [{lo:g}, {hi:g}]{why}")
+    return x
+
+
+def check_epsilon(value: Any, name: str = "epsilon") -> float:
+    return check_in_range(name, value, EPSILON_RANGE)
+
+
+def check_sensitivity(value: Any) -> float:
+    return check_in_range("sensitivity", value, SENSITIVITY_RANGE)
+
+
+def check_noise_steps(steps: float, what: str) -> None:
+    """Refuse a noise scale of more than MAX_NOISE_STEPS integer steps (its draws could overflow)."""
+    if not steps <= MAX_NOISE_STEPS:
+        raise InvalidParameter(
+            f"{what} gives a noise scale of {steps:.3g} integer steps; at most 2^50 are allowed "
+            "(raise epsilon or lower the sensitivity)")
 
 
 class Mechanism(ABC):
@@ -23,9 +58,11 @@ class Mechanism(ABC):
         """The guarantee of one release of one entry (k entries changed by a neighbour compose)."""
         return self._guarantee
 
-    def _pure(self, epsilon: float, relation: Relation, unit: str) -> None:
-        """Validate ε and make the guarantee pure ε-DP for the given neighbours."""
-        self.epsilon = check_positive("epsilon", epsilon)
+    def _pure(self, epsilon: float, relation: Relation, unit: str,
+              check: Callable[[Any], float] = check_epsilon) -> None:
+        """Validate ε (by default in EPSILON_RANGE) and make the guarantee pure ε-DP for the given
+        neighbours."""
+        self.epsilon = check(epsilon)
         self._guarantee = Guarantee(self.epsilon, 0.0, relation=relation, unit=unit, mechanism=self)
 
     @abstractmethod

@@ -13,8 +13,19 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from bayesdp.errors import InvalidParameter, check_delta, check_positive, invalid
-from bayesdp.mechanisms.base import Mechanism, as_array, as_integers, check_alpha, shaped
+from bayesdp.errors import InvalidParameter, check_delta, invalid
+from bayesdp.mechanisms.base import (
+    RHO_RANGE,
+    Mechanism,
+    as_array,
+    as_integers,
+    check_alpha,
+    check_epsilon,
+    check_in_range,
+    check_noise_steps,
+    check_sensitivity,
+    shaped,
+)
 from bayesdp.mechanisms.laplace import grid_steps
 from bayesdp.noise import Rng, discrete_gaussian, grid_for, resolve_rng, snap_add
 from bayesdp.privacy import Guarantee, Relation
@@ -91,13 +102,13 @@ def _parameters(epsilon: float | None, delta: float | None, rho: float | None) -
     if rho is not None:
         if epsilon is not None or delta is not None:
             raise InvalidParameter("give either rho (zCDP) or epsilon and delta, not both")
-        return "zcdp", check_positive("rho", rho), 0.0
+        return "zcdp", check_in_range("rho", rho, RHO_RANGE), 0.0
     if epsilon is None or delta is None:
         raise InvalidParameter("Gaussian needs epsilon and delta (approximate DP) or rho (zCDP)")
-    e = check_positive("epsilon", epsilon)
+    e = check_epsilon(epsilon)
     d = check_delta("delta", delta)
-    if d == 0:
-        raise invalid("delta", delta, "in (0, 1): the Gaussian mechanism is never pure ε-DP")
+    if not d >= 1e-300:
+        raise invalid("delta", delta, "in [1e-300, 1): the Gaussian mechanism is never pure ε-DP")
     return "approx", e, d
 
 
@@ -118,11 +129,14 @@ class _GaussianBase(Mechanism):
         """Calibrate σ in grid steps for integer sensitivity `steps` and fix the guarantee."""
         if self.kind == "zcdp":
             self.sigma_steps = steps / math.sqrt(2 * self._a)
+        else:
+            self.sigma_steps = calibrate_sigma(self._a, self._b, steps)
+        check_noise_steps(self.sigma_steps, "this epsilon, delta or rho with this sensitivity")
+        if self.kind == "zcdp":
             self._guarantee = Guarantee.zcdp(
                 self._a, relation=self._relation, unit=self._unit, mechanism=self
             )
         else:
-            self.sigma_steps = calibrate_sigma(self._a, self._b, steps)
             self._guarantee = Guarantee(
                 self._a, self._b, relation=self._relation, unit=self._unit, mechanism=self
             )
@@ -130,7 +144,11 @@ class _GaussianBase(Mechanism):
 
 
 class Gaussian(_GaussianBase):
-    """Gaussian noise on the grid: (ε, δ)-DP tight by CKS 2020 Thm 7, or ρ-zCDP by Thm 14 (ρ = D²/2σ²)."""
+    """Gaussian noise on the grid: (ε, δ)-DP tight by CKS 2020 Thm 7, or ρ-zCDP by Thm 14 (ρ = D²/2σ²).
+
+    `epsilon` in [1e-12, 700] with `delta` in [1e-300, 1), or `rho` in [1e-24, 2.5e5];
+    `sensitivity` in [1e-200, 1e200]; σ at most 2^50 grid steps.
+    """
 
     noise = "gaussian"
 
@@ -145,7 +163,7 @@ class Gaussian(_GaussianBase):
         unit: str = "row",
     ) -> None:
         super().__init__(epsilon, delta, rho, relation, unit)
-        self.sensitivity = check_positive("sensitivity", sensitivity)
+        self.sensitivity = check_sensitivity(sensitivity)
         if self.kind == "zcdp":
             rough = self.sensitivity / math.sqrt(2 * self._a)
         else:  # the classical σ only picks the grid; the calibration below is exact
@@ -172,7 +190,10 @@ class Gaussian(_GaussianBase):
 
 
 class DiscreteGaussian(_GaussianBase):
-    """Integer queries plus discrete Gaussian noise (CKS 2020): tight (ε, δ) by Thm 7 or ρ-zCDP by Thm 14."""
+    """Integer queries plus discrete Gaussian noise (CKS 2020): tight (ε, δ) by Thm 7 or ρ-zCDP by Thm 14.
+
+    Ranges as `Gaussian`'s, with an integer `sensitivity` and σ at most 2^50.
+    """
 
     noise = "discrete_gaussian"
 
@@ -187,7 +208,7 @@ class DiscreteGaussian(_GaussianBase):
         unit: str = "row",
     ) -> None:
         super().__init__(epsilon, delta, rho, relation, unit)
-        self.sensitivity = int(as_integers(check_positive("sensitivity", sensitivity), "sensitivity"))
+        self.sensitivity = int(as_integers(check_sensitivity(sensitivity), "sensitivity"))
         self._settle(self.sensitivity)
 
     @property

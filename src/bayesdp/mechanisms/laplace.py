@@ -7,8 +7,15 @@ from typing import Any
 
 import numpy as np
 
-from bayesdp.errors import check_positive
-from bayesdp.mechanisms.base import Mechanism, as_array, as_integers, check_alpha, shaped
+from bayesdp.mechanisms.base import (
+    Mechanism,
+    as_array,
+    as_integers,
+    check_alpha,
+    check_noise_steps,
+    check_sensitivity,
+    shaped,
+)
 from bayesdp.noise import Rng, discrete_laplace, grid_for, resolve_rng, snap_add
 from bayesdp.privacy import Relation
 
@@ -31,6 +38,8 @@ class Laplace(Mechanism):
     Each value is rounded to the grid g = grid_for(Δ/ε, Δ), and g·Z is added with Z discrete Laplace
     of scale D/ε steps, where D = floor(Δ/g) + 1 bounds the change of a rounded input; outputs
     are multiples of g whatever the input, so floating point leaks nothing (Mironov 2012).
+
+    `epsilon` in [1e-12, 700], `sensitivity` in [1e-200, 1e200] (`mechanisms.base` ranges).
     """
 
     noise = "laplace"
@@ -44,7 +53,7 @@ class Laplace(Mechanism):
         unit: str = "row",
     ) -> None:
         self._pure(epsilon, relation, unit)
-        self.sensitivity = check_positive("sensitivity", sensitivity)
+        self.sensitivity = check_sensitivity(sensitivity)
         self.grid = grid_for(self.sensitivity / self.epsilon, self.sensitivity)
         self.steps = grid_steps(self.sensitivity, self.grid) / self.epsilon
 
@@ -67,7 +76,10 @@ class Laplace(Mechanism):
 
 
 class DiscreteLaplace(Mechanism):
-    """ε-DP for integer queries: Z with P(z) ∝ exp(-ε|z|/Δ) (CKS 2020, Def. 2; Ghosh et al. 2009)."""
+    """ε-DP for integer queries: Z with P(z) ∝ exp(-ε|z|/Δ) (CKS 2020, Def. 2; Ghosh et al. 2009).
+
+    `epsilon` in [1e-12, 700], `sensitivity` a positive integer with Δ/ε at most 2^50.
+    """
 
     noise = "discrete_laplace"
 
@@ -80,7 +92,8 @@ class DiscreteLaplace(Mechanism):
         unit: str = "row",
     ) -> None:
         self._pure(epsilon, relation, unit)
-        self.sensitivity = int(as_integers(check_positive("sensitivity", sensitivity), "sensitivity"))
+        self.sensitivity = int(as_integers(check_sensitivity(sensitivity), "sensitivity"))
+        check_noise_steps(self.scale, f"sensitivity={sensitivity!r} with epsilon={epsilon!r}")
 
     @property
     def scale(self) -> float:

@@ -27,18 +27,22 @@ class RandomizedResponse(Mechanism):
 
     Sampled exactly: with probability e^{-γ}, γ = ln((e^ε + k − 1)/k), the report is redrawn
     uniformly from all k categories, which gives the same output law (ε-local DP, seed 003 Ex. 1).
+
+    `epsilon` in [1e-12, 700], `categories` an integer in [2, 2^31] (its estimator counts every category).
     """
 
     noise = "randomized_response"
 
     def __init__(self, epsilon: float, categories: int = 2) -> None:
         self._pure(epsilon, "replace_one", "respondent")
-        if isinstance(categories, bool) or not isinstance(categories, int | np.integer) or categories < 2:
-            raise invalid("categories", categories, "an integer >= 2")
+        if isinstance(categories, bool) or not isinstance(categories, int | np.integer) or \
+                not 2 <= categories <= 2**31:
+            raise invalid("categories", categories, "an integer >= 2 and <= 2^31")
         self.categories = int(categories)
-        denominator = math.exp(self.epsilon) + self.categories - 1
-        self.p_truth = math.exp(self.epsilon) / denominator
-        self.p_other = 1.0 / denominator
+        # e^ε/(e^ε + k - 1) and 1/(e^ε + k - 1), divided through by e^ε.
+        others = (self.categories - 1) * math.exp(-self.epsilon)
+        self.p_truth = 1.0 / (1.0 + others)
+        self.p_other = math.exp(-self.epsilon) / (1.0 + others)
 
     @property
     def scale(self) -> float:
@@ -55,7 +59,9 @@ class RandomizedResponse(Mechanism):
             raise DataError(f"values must be categories 0..{self.categories - 1}",
                             private_detail=f"found {int(x.min())}..{int(x.max())}")
         r = resolve_rng(rng)
-        gamma = math.log((math.exp(self.epsilon) + self.categories - 1) / self.categories)
+        # γ = ln((e^ε + k - 1)/k), written so that e^ε is never formed.
+        gamma = self.epsilon + math.log1p((self.categories - 1) * math.exp(-self.epsilon)) \
+            - math.log(self.categories)
         redraw = bernoulli_exp(np.full(x.size, gamma), r, lambda _i: self._gamma())
         out = np.where(redraw, r.integers(0, self.categories, size=x.size), x)
         return shaped(out, values) if np.ndim(values) else int(out[0])
@@ -68,10 +74,12 @@ class RandomizedResponse(Mechanism):
             raise DataError(f"responses must be categories 0..{self.categories - 1}")
         observed = np.bincount(y, minlength=self.categories).astype(np.float64)
         p, q = self.p_truth, self.p_other
-        counts = (observed - n * q) / (p - q)
+        # p - q = (1 - e^-ε)/(1 + (k-1)e^-ε) without cancellation; >= ~1e-12/k for every valid ε.
+        gap = -math.expm1(-self.epsilon) / (1.0 + (self.categories - 1) * math.exp(-self.epsilon))
+        counts = (observed - n * q) / gap
         truth = np.clip(counts, 0, n)
         variance = truth * p * (1 - p) + (n - truth) * q * (1 - q)
-        return CountEstimate(counts=counts, stderr=np.sqrt(variance) / (p - q))
+        return CountEstimate(counts=counts, stderr=np.sqrt(variance) / gap)
 
     def __repr__(self) -> str:
         return f"RandomizedResponse(epsilon={self.epsilon:g}, categories={self.categories})"

@@ -27,6 +27,9 @@ def _scores(candidates: Sequence[Any], utilities: Any, losses: Any) -> np.ndarra
 
 
 class _Selection(Mechanism):
+    """`epsilon` and `sensitivity` (of the utility) any finite positive numbers: selection works
+    on the gaps ε(max u - u)/(2Δu), which never overflow, and draws no lattice noise."""
+
     def __init__(
         self,
         epsilon: float,
@@ -35,7 +38,7 @@ class _Selection(Mechanism):
         relation: Relation = "add_remove",
         unit: str = "row",
     ) -> None:
-        self._pure(epsilon, relation, unit)
+        self._pure(epsilon, relation, unit, lambda e: check_positive("epsilon", e))
         self.sensitivity = check_positive("sensitivity", sensitivity)
 
     @property

@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from bayesdp.errors import BudgetExhausted, check_finite, check_positive, check_positive_int
-from bayesdp.mechanisms.base import Mechanism, as_array
+from bayesdp.errors import BudgetExhausted, check_finite, check_positive_int
+from bayesdp.mechanisms.base import Mechanism, as_array, check_epsilon, check_sensitivity
 from bayesdp.mechanisms.laplace import grid_steps
 from bayesdp.noise import Rng, discrete_laplace, grid_for, resolve_rng, snap
 from bayesdp.privacy import Relation
@@ -19,6 +19,9 @@ class SparseVector(Mechanism):
     Each positive closes one AboveThreshold run with ε' = ε/c (Dwork & Roth, Alg. 2): threshold
     noise Lap(2Δ/ε'), query noise Lap(4Δ/ε'), the threshold redrawn after every positive. Values
     and threshold are rounded to one power-of-two grid and the noise is exact discrete Laplace.
+
+    `epsilon` and ε/max_positives in [1e-12, 700], `sensitivity` in [1e-200, 1e200], `threshold`
+    finite.
     """
 
     noise = "sparse_vector"
@@ -36,9 +39,9 @@ class SparseVector(Mechanism):
     ) -> None:
         self.threshold = check_finite("threshold", threshold)
         self._pure(epsilon, relation, unit)
-        self.sensitivity = check_positive("sensitivity", sensitivity)
+        self.sensitivity = check_sensitivity(sensitivity)
         self.max_positives = check_positive_int("max_positives", max_positives)
-        per_run = self.epsilon / self.max_positives
+        per_run = check_epsilon(self.epsilon / self.max_positives, "epsilon / max_positives")
         self.grid = grid_for(2 * self.sensitivity / per_run, self.sensitivity)
         steps = grid_steps(self.sensitivity, self.grid)
         self.threshold_steps_scale = 2 * steps / per_run

@@ -96,6 +96,8 @@ def semantic(g: Guarantee, n: int) -> SemanticPrivacy:
         )
     which = "Theorem 2.2 (ε-DP)" if d == 0 else "Theorem 2.4 ((ε, δ)-DP)"
     note = "" if eps < 1 and dlt < 1 else "; vacuous, since a statistical distance never exceeds 1"
+    if not math.isfinite(eps):  # e^{3ε} overflowed: report the trivial bound, as when no theorem applies
+        eps = 1.0
     return SemanticPrivacy(eps, dlt, True, f"{which}: ε'={eps:.3g}, δ'={dlt:.3g}{note}")
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bayesdp.errors import InvalidParameter, check_finite, check_open_unit, check_positive, invalid
+from bayesdp.mechanisms.base import check_in_range
 
 # Each aggregate's budget is split over its noisy parts by these fractions (documented default).
 PARTS: dict[str, tuple[tuple[str, float], ...]] = {
@@ -28,6 +29,9 @@ PARTS: dict[str, tuple[tuple[str, float], ...]] = {
 }
 
 
+# Clipping bounds stay within ±1e100, so sensitivities (up to (hi - lo)²/8 per row for a standard
+# deviation) and the estimates built from them stay finite.
+BOUNDS_RANGE = (-1e100, 1e100)
 # A histogram's release holds a noisy count per bin and group, three output columns per bin.
 MAX_BINS = 1_000_000
 
@@ -81,7 +85,8 @@ def _bounds(bounds: Any) -> tuple[float, float]:
         lo, hi = bounds
     except (TypeError, ValueError):
         raise invalid("bounds", bounds, "a pair (lo, hi) of finite numbers with lo < hi") from None
-    lo, hi = check_finite("bounds[0]", lo), check_finite("bounds[1]", hi)
+    lo = check_in_range("bounds[0]", lo, BOUNDS_RANGE)
+    hi = check_in_range("bounds[1]", hi, BOUNDS_RANGE)
     if not lo < hi:
         raise invalid("bounds", bounds, "a pair (lo, hi) of finite numbers with lo < hi")
     return lo, hi

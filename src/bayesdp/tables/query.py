@@ -22,6 +22,7 @@ from bayesdp.errors import (
     check_positive_int,
     invalid,
 )
+from bayesdp.mechanisms.base import check_epsilon
 from bayesdp.noise import Rng, resolve_rng
 from bayesdp.privacy import Guarantee
 from bayesdp.tables.aggregates import Aggregate
@@ -193,8 +194,14 @@ class Query:
     def plan(self, epsilon: float, delta: float = 0.0, *, max_groups_per_unit: int = 1,
              max_rows_per_group: int = 1, noise: str = "laplace",
              selection_weight: float = 1.0) -> Plan:
-        """The budget split and mechanisms for these parameters (touches no data)."""
-        eps = check_positive("epsilon", epsilon)
+        """The budget split and mechanisms for these parameters (touches no data).
+
+        `epsilon` in [1e-12, 700]; `delta` in [0, 1) (> 0 with private keys or Gaussian noise);
+        each noisy part's share, ε/max_groups_per_unit included, must stay in the mechanisms'
+        ranges (`bayesdp.mechanisms.base`), and partition selection needs δ/max_groups_per_unit
+        >= 2.2e-308.
+        """
+        eps = check_epsilon(epsilon)
         d = check_delta("delta", delta)
         k = check_positive_int("max_groups_per_unit", max_groups_per_unit) if self.by else 1
         m = check_positive_int("max_rows_per_group", max_rows_per_group)

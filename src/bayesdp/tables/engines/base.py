@@ -81,6 +81,9 @@ def cell_window(groups: int, sel_index: np.ndarray, sel: pd.DataFrame, cells_ind
     first and last coarse bin, __below, __n) and cell rows (__cell, __count), both sorted by
     group, with their positions among the `groups` groups."""
     n, start, stop, below = (np.zeros(groups, dtype=np.int64) for _ in range(4))
+    # Without group keys the engines aggregate an empty window into one row of nulls: no values.
+    held = sel["__n"].notna().to_numpy(dtype=bool)
+    sel, sel_index = sel[held], sel_index[held]
     n[sel_index] = sel["__n"].to_numpy(np.int64)
     start[sel_index] = sel["__k0"].to_numpy(np.int64) << COARSE_SHIFT
     stop[sel_index] = (sel["__k1"].to_numpy(np.int64) + 1) << COARSE_SHIFT
