@@ -102,6 +102,7 @@ def create_app(config: Config) -> Starlette:
         log.warning("recovered %d request(s) interrupted by the last stop", recovered)
     service = Service(config, state)
     limiter = RateLimiter(config.rate_per_minute)
+    report_lock = threading.Lock()
 
     async def read_json(request: Request) -> Any:
         if request.method != "POST":
@@ -271,7 +272,8 @@ def create_app(config: Config) -> Starlette:
 
     def report(call: Call) -> Response:
         doc = stored_release(call)
-        with tempfile.TemporaryDirectory() as tmp:
+        # The report draws with matplotlib's pyplot, whose state is global: one report at a time.
+        with report_lock, tempfile.TemporaryDirectory() as tmp:
             path = release_from_json(doc).report(Path(tmp) / "report.html",
                                                  title=f"Private release {doc['id']} of {doc['dataset']}")
             return HTMLResponse(path.read_text(encoding="utf-8"))
