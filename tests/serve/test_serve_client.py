@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import pandas as pd
 import pytest
 from serve_helpers import Server, add_analyst
@@ -55,3 +56,29 @@ def test_client_holdout_and_synthetic(server: Server) -> None:
     first, again = db.synthetic("people"), db.synthetic("people")
     pd.testing.assert_frame_equal(first, again)
     assert len(first) == 300
+
+
+class DropsFirstResponse(httpx.BaseTransport):
+    """Delivers every request but loses the first response, as a network failure would."""
+
+    def __init__(self, inner: httpx.BaseTransport) -> None:
+        self.inner, self.dropped = inner, 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self.inner.handle_request(request)
+        if request.method == "POST" and not self.dropped:
+            response.read()
+            self.dropped += 1
+            raise httpx.ReadError("connection reset", request=request)
+        return response
+
+
+def test_a_release_retried_after_a_lost_response_is_the_same_release(server: Server) -> None:
+    token = add_analyst(server.config_path, "flaky-network")
+    db = bdp.connect(server.url, token)
+    transport = DropsFirstResponse(db._http._transport)
+    db._http._transport = transport
+    r = db.table("visits").agg(n=bdp.count()).release(epsilon=0.5)
+    assert transport.dropped == 1 and len(r) == 1
+    ledger = server.config.state / "ledgers" / token.split("_")[1] / "visits.db"
+    assert len(bdp.Ledger(ledger).history()) == 1  # the retry spent nothing and drew no noise
