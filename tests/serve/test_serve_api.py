@@ -188,7 +188,9 @@ def test_whether_a_holdout_query_fails_does_not_depend_on_the_holdout(server: Se
                "spend / 10", "shop"]
     r = http.post("/v1/holdouts/model/queries", json={"queries": queries})
     assert r.status_code == 200, r.text
-    assert all(0 <= a["value"] <= 1 for a in r.json()["answers"])
+    # Answered, not refused (a noisy holdout answer may lie a little outside [0, 1]).
+    assert [a["source"] in ("train", "holdout") and a["value"] is not None
+            for a in r.json()["answers"]] == [True] * 4
 
 
 def test_data_dependent_errors_keep_their_detail_for_the_curator(server: Server) -> None:
