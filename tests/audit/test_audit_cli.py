@@ -28,9 +28,11 @@ def mechanisms(tmp_path, monkeypatch):
 def test_passing_audit_exits_0(mechanisms, capsys):
     code = main(["audit", "audit_cli_mechs:laplace", "--d0", "0", "--d1", "1",
                  "--epsilon", "1", "--samples", "20000", "--seed", "1", "--alpha", "1e-6"])
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert code == 0 and out.startswith("PASSED")  # false failure <= α = 1e-6
     assert "Witness: the event" in out
+    assert "seeded run: NOT private" in " ".join(captured.err.split())
 
 
 def test_refuted_claim_exits_1_and_names_the_witness(mechanisms, capsys):
