@@ -224,8 +224,8 @@ class Query:
         With `ledger`, the spend is recorded before the engine reads a row. Checks that depend
         only on public facts (the parameters, the plan, the schema: the engine binds its
         queries without running them) come first and cost nothing. Every failure that can
-        depend on the private data (an empty table, null units, a value a filter or a public
-        key cannot be cast to, the engine running out of memory) comes after the spend:
+        depend on the private data (an empty table, null units, an engine error on some row's
+        value, the engine running out of memory) comes after the spend:
         otherwise an error would answer a question about the data for free. Such an error's
         public message is generic; its exact facts are in `private_detail`, for the data holder.
         """
