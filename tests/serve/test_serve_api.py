@@ -234,8 +234,6 @@ def test_probes_are_refused_by_every_endpoint_that_takes_an_expression(server: S
         assert r.status_code == 400, (probe, r.text)
         assert "Traceback" not in r.text
     assert ledger_spends(server, token, "visits") == 0
-    meta = http.get("/v1/datasets").json()["holdouts"][0]
-    assert meta["budget_left"] == meta["budget"] or meta["epsilon_spent"] >= 0
 
 
 def test_holdout_answers_and_training_download(server: Server) -> None:

@@ -66,9 +66,10 @@ def test_sigkill_mid_release_loses_no_spend(tmp_path: Path) -> None:
         ledger = {s.label.split(" ", 1)[0]: s.guarantee.epsilon for s in Ledger(ledger_path).history()}
         audited = {r["request"]: r["spend_epsilon"] for r in audit if r["spend_epsilon"] is not None}
         assert ledger == audited
-        # Every release an analyst received has its spend in both.
+        # Every release an analyst received has its spend in both (a release finished just before
+        # the kill may not have reached its client).
         released = [r for r in audit if r["status"] == "201"]
-        assert len(released) == answered.count(201)
+        assert len(released) >= answered.count(201)
         assert all(r["request"] in ledger for r in released)
         budget = restarted.client(token).get("/v1/budget").json()["datasets"]["visits"]
         assert abs(budget["spent"]["epsilon"] - sum(ledger.values())) < 1e-12
