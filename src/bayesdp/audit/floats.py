@@ -8,9 +8,11 @@ output is not a multiple of 2^k" (precision-based attacks, Haney et al. arXiv:22
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+from numba import vectorize
 
 from bayesdp.errors import check_finite, check_positive
 
@@ -45,6 +47,13 @@ def off_lattice(values: np.ndarray, grid: float) -> np.ndarray:
 _WORDS = 2**53  # numpy's next_double: U = k / 2^53, k uniform in [0, 2^53)
 
 
+@vectorize(["float64(float64)"], cache=True)
+def _libm_log(x: float) -> float:
+    """The C library's log, as numpy's random_laplace calls it (numpy's own np.log ufunc uses
+    SIMD code that differs from it in the last bit on some inputs, so a replay through it errs)."""
+    return math.log(x)
+
+
 @dataclass(frozen=True)
 class NumpyLaplace:
     """The exact inverse of numpy's `Generator.laplace` at (loc, scale) (distributions.c, random_laplace).
@@ -70,9 +79,9 @@ class NumpyLaplace:
         upper = u >= 0.5
         out = np.empty_like(u)
         uh = u[upper]
-        out[upper] = loc - self.scale * np.log(2.0 - uh - uh)
+        out[upper] = loc - self.scale * _libm_log(2.0 - uh - uh)
         ul = u[~upper]
-        out[~upper] = loc + self.scale * np.log(ul + ul)
+        out[~upper] = loc + self.scale * _libm_log(ul + ul)
         return out
 
     def reachable(self, values: np.ndarray, loc: float) -> np.ndarray:
