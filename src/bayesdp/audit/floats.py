@@ -47,7 +47,7 @@ def off_lattice(values: np.ndarray, grid: float) -> np.ndarray:
 _WORDS = 2**53  # numpy's next_double: U = k / 2^53, k uniform in [0, 2^53)
 
 
-@vectorize(["float64(float64)"], cache=True)
+@vectorize(["float64(float64)"], cache=True)  # type: ignore[no-untyped-call, untyped-decorator]
 def _libm_log(x: float) -> float:
     """The C library's log, as numpy's random_laplace calls it (numpy's own np.log ufunc uses
     SIMD code that differs from it in the last bit on some inputs, so a replay through it errs)."""
