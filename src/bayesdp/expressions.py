@@ -19,16 +19,16 @@ What is promised (and what is not):
 - Errors: a row on which the expression would raise must not stop the query, or the analyst
   learns one bit about that row. Casts are rendered as TRY_CAST. On DuckDB the whole expression
   is wrapped in `TRY(...)`, so any error a row's values can cause (integer overflow, an implicit
-  cast of bad text, an invalid date) makes the expression NULL on that row; `%` by zero is
-  rendered as NULL; `/` by zero, ln(0), sqrt(-1) and exp(1000) give inf or NaN rather than an
-  error. On Spark arithmetic is rendered with try_add, try_subtract, try_multiply and
+  cast of bad text, an invalid date) makes the expression NULL on that row; `/` and `%` by zero
+  are rendered as NULL (as Spark has them); ln(0), sqrt(-1) and exp(1000) give -inf, NaN or inf
+  rather than an error. On Spark arithmetic is rendered with try_add, try_subtract, try_multiply and
   try_divide, `%` and abs guarded, so overflow and division by zero give NULL under ANSI mode
   too. Not covered on Spark: the implicit casts ANSI mode applies when a text column meets a
   number (`text_col = 1`); write an explicit CAST (rendered as TRY_CAST) to compare text with
   numbers there.
 - Time: DuckDB evaluates a chunk of rows in which some row raises again row by row, which is
-  much slower; the time of a query can show that such a row exists. Casts and `%` are rendered
-  so that they never raise, so only overflow and implicit casts of text take that path.
+  much slower; the time of a query can show that such a row exists. Casts, `/` and `%` are
+  rendered so that they never raise, so only overflow and implicit casts of text take that path.
 - Errors a constant causes (a bad literal, an unknown date part) do not depend on the data and
   are reported as they are.
 - Not promised: the time (see above) or memory an expression takes (it runs once per row in the
@@ -151,7 +151,7 @@ class RowExpression:
         """The checked tree as SQL for `dialect`, in parentheses, with errors made NULL (see the
         module docstring)."""
         if dialect == "duckdb":
-            return f"(TRY({_generate(_bottom_up(self.tree.copy(), _guard_mod), 'duckdb')}))"
+            return f"(TRY({_generate(_bottom_up(self.tree.copy(), _guard_zero), 'duckdb')}))"
         if dialect == "spark":
             return f"({_generate(_bottom_up(self.tree.copy(), _spark_total), 'spark')})"
         raise invalid("dialect", dialect, "'duckdb' or 'spark'")
@@ -178,9 +178,10 @@ def _try(name: str, *args: exp.Expression) -> exp.Expression:
     return exp.Anonymous(this=name, expressions=list(args))
 
 
-def _guard_mod(node: exp.Expression) -> exp.Expression:
-    """x % 0 is NULL, not an error (DuckDB's TRY would catch it, but row by row: slowly)."""
-    if not isinstance(node, exp.Mod):
+def _guard_zero(node: exp.Expression) -> exp.Expression:
+    """x % 0 and x / 0 are NULL in both engines: DuckDB raises on % 0 (TRY would catch it, but
+    row by row: slowly) and gives inf for / 0 where Spark gives NULL."""
+    if not isinstance(node, exp.Mod | exp.Div):
         return node
     zero = exp.EQ(this=node.expression.copy(), expression=exp.Literal.number(0))
     return exp.Case(ifs=[exp.If(this=zero, true=exp.Null())], default=node)
@@ -193,7 +194,7 @@ def _spark_total(node: exp.Expression) -> exp.Expression:
     if type(node) in binary:
         return _try(binary[type(node)], node.this, node.expression)
     if isinstance(node, exp.Mod):  # try_mod needs Spark 4
-        return _guard_mod(node)
+        return _guard_zero(node)
     if isinstance(node, exp.Neg) and not isinstance(node.this, exp.Literal):
         return _try("try_subtract", exp.Literal.number(0), node.this)
     if isinstance(node, exp.Abs):
@@ -282,10 +283,12 @@ class _Checker:
 
     def refuse(self, node: exp.Expression, what: str | None = None, hint: str = "") -> InvalidParameter:
         what = what or _named(node)
+        if isinstance(node, exp.Func) and not hint:
+            hint = f"; the functions allowed are {', '.join(sorted(set(FUNCTIONS.values())))}"
         return InvalidParameter(
             f"{self.role}: {what}{_where(node)} is not allowed: a row expression may use only "
-            f"this row's columns, literals, operators, CASE, CAST and the functions "
-            f"{', '.join(sorted(set(FUNCTIONS.values())))}{hint}")
+            f"this row's columns, literals, operators, CASE, CAST and deterministic scalar "
+            f"functions{hint}")
 
     def check(self, node: exp.Expression) -> None:
         kind = type(node)

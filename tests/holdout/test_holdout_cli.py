@@ -54,7 +54,10 @@ def test_holdout_command_reports_user_errors(
     assert "outside [0, 1]" in _err(capsys)
     files["q"].write_text("no_such_column + 1\n")
     assert main(_args(files)) == 2
-    assert "cannot evaluate" in _err(capsys)
+    assert "query line 1 (train columns): 'no_such_column'" in _err(capsys)
+    files["q"].write_text("x + no_such_column\n")
+    assert main(_args(files)) == 2
+    assert "is not a column of the table" in _err(capsys)
     files["q"].write_text("# only a comment\n")
     assert main(_args(files)) == 2
     assert "no queries" in _err(capsys)
@@ -74,13 +77,37 @@ def test_holdout_facts_stay_in_the_private_detail(files: dict[str, Path]) -> Non
 
     from bayesdp.commands.holdout import column_mean, relation
     from bayesdp.errors import DataError
+    from bayesdp.expressions import row_expression
 
     rel = relation(duckdb.connect(), files["holdout"], "holdout")
     with pytest.raises(DataError) as info:
-        column_mean(rel, "y * 9", False, "holdout")
+        column_mean(rel, row_expression("y * 9", rel.columns), False, "holdout")
     assert "outside [0, 1]" in info.value.public_message
     assert "min" not in info.value.public_message and "max 9" in str(info.value.private_detail)
     with pytest.raises(DataError) as info:
-        column_mean(rel, "CASE WHEN x > 0.5 THEN NULL ELSE 0 END", False, "holdout")
+        column_mean(rel, row_expression("CASE WHEN x > 0.5 THEN NULL ELSE 0 END", rel.columns), False,
+                    "holdout")
     assert "NULL on some rows" in info.value.public_message
     assert info.value.private_detail == f"{int(np.sum(X > 0.5))} row(s)"
+
+
+@pytest.mark.parametrize("query", [
+    "(SELECT avg(y) FROM read_csv('{holdout}'))",
+    "(SELECT avg(y) FROM read_parquet('{holdout}'))",
+    "read_parquet('{holdout}') IS NULL",
+    "x + (SELECT count(*) FROM holdout)",
+    "avg(y)",
+    "x; SELECT 1",
+])
+def test_a_query_line_reads_only_its_own_row(
+    files: dict[str, Path], capsys: pytest.CaptureFixture[str], query: str
+) -> None:
+    """The probe's bypass: a query line that read the holdout file through DuckDB came back as a
+    "train" answer with the exact holdout mean. Each such line is refused before any data is
+    read, and nothing is answered."""
+    files["q"].write_text("x > 0.5\n" + query.format(holdout=files["holdout"]) + "\n")
+    assert main(_args(files)) == 2
+    captured = capsys.readouterr()
+    err = " ".join(captured.err.split())  # rich wraps long lines
+    assert "query line 2" in err and "is not allowed" in err
+    assert captured.out == ""

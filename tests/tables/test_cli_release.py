@@ -57,3 +57,18 @@ def test_release_command_errors_are_one_line(events, tmp_path, capsys):
     bad.write_text("not parquet")
     assert main(["release", str(bad), "--spec", str(spec), "--epsilon", "1"]) == 2
     assert "cannot parse" in " ".join(capsys.readouterr().err.split())
+
+
+def test_release_spec_filters_are_checked(events, tmp_path, capsys):
+    """A spec's `where` is a Table.where filter: row-local, refused before any data is read."""
+    data, spec = tmp_path / "events.csv", tmp_path / "spec.toml"
+    events.to_csv(data, index=False)
+    spy = "(SELECT count(*) FROM bdp_source WHERE user_id = 42) > 0"
+    for where, named in ((f"where = {spy!r}", "subquery"), (f"where = ['revenue >= 0', {spy!r}]", "subquery"),
+                         ("where = [1]", "a SQL expression")):
+        spec.write_text(where + "\n" + SPEC)
+        assert main(["release", str(data), "--spec", str(spec)]) == 2
+        err = " ".join(capsys.readouterr().err.split())
+        assert err.startswith("error: condition") and named in err and "Traceback" not in err
+    spec.write_text("where = ['revenue >= 0 -- ; DROP TABLE x', \"campaign <> 'zeta'\"]\n" + SPEC)
+    assert main(["release", str(data), "--spec", str(spec)]) == 0

@@ -1,8 +1,9 @@
 """`bayesdp holdout`: answer a file of queries through the reusable holdout (Thresholdout).
 
-Each line of the query file is a column expression evaluated by DuckDB on every row of the
-train and the holdout file (CSV, Parquet or JSON); its mean over each file is one statistical
-query. Only the means leave the engine. Blank lines and lines starting with # are skipped.
+Each line of the query file is a row expression over the columns of the train and the holdout
+file (CSV, Parquet or JSON), checked by `bayesdp.expressions` (no subqueries, files or other
+tables) and evaluated by DuckDB on every row; its mean over each file is one statistical query.
+Only the means leave the engine. Blank lines and lines starting with # are skipped.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from rich.table import Table
 
 from bayesdp.commands import SEED_HELP, SEEDED_NOTE, add_memory_options
 from bayesdp.errors import DataError, invalid
+from bayesdp.expressions import RowExpression, row_expression
 from bayesdp.holdout import HoldoutAnswer, ReusableHoldout
 from bayesdp.noise import rng_for_tests
 from bayesdp.tables.engines import connect, duckdb_errors
@@ -61,10 +63,11 @@ def run(args: argparse.Namespace) -> int:
         n = int(holdout.aggregate("count(*)").fetchall()[0][0])
     if n == 0:
         raise DataError(f"the holdout file {args.holdout} has no rows")
+    checked = [check_query(expr, line, train.columns, holdout.columns) for line, expr in queries]
     train_means: list[float] = []
     hold_means: list[float] = []
     clipped = 0
-    for line, expr in queries:
+    for (line, _), expr in zip(queries, checked, strict=True):
         for rel, means, name in ((train, train_means, "train"), (holdout, hold_means, "holdout")):
             mean, c = column_mean(rel, expr, args.clip, f"{name}, query line {line}")
             means.append(mean)
@@ -89,6 +92,13 @@ def read_queries(path: Path) -> list[tuple[int, str]]:
     return queries
 
 
+def check_query(text: str, line: int, train: list[str], holdout: list[str]) -> RowExpression:
+    """The query line as a row expression over columns both files have."""
+    role = f"query line {line}"
+    row_expression(text, train, role=f"{role} (train columns)")
+    return row_expression(text, holdout, role=f"{role} (holdout columns)")
+
+
 def relation(con: duckdb.DuckDBPyConnection, path: Path, name: str) -> Any:
     """A lazy DuckDB relation over a CSV, Parquet or JSON file."""
     reader = READERS.get(path.suffix.lower())
@@ -102,21 +112,21 @@ def relation(con: duckdb.DuckDBPyConnection, path: Path, name: str) -> Any:
     return rel
 
 
-def column_mean(rel: Any, expr: str, clip: bool, where: str) -> tuple[float, int]:
+def column_mean(rel: Any, expr: RowExpression, clip: bool, where: str) -> tuple[float, int]:
     """Mean over rows of a [0, 1]-valued expression, computed in DuckDB; refuses NULLs and range errors."""
-    v = f"CAST(({expr}) AS DOUBLE)"
-    with duckdb_errors(f"{where}: cannot evaluate {expr!r}"):
+    v = f"TRY_CAST({expr.sql('duckdb')} AS DOUBLE)"
+    with duckdb_errors(f"{where}: cannot evaluate {expr.text!r}"):
         row = rel.aggregate(
             f"count(*), count({v}), min({v}), max({v}), avg(least(greatest({v}, 0), 1)), "
             f"count(*) FILTER (WHERE {v} < 0 OR {v} > 1)"
         ).fetchall()[0]
     rows, valued, lo, hi, mean, outside = row
     if valued < rows:
-        raise DataError(f"{where}: {expr!r} is NULL on some rows",
+        raise DataError(f"{where}: {expr.text!r} is NULL on some rows",
                         private_detail=f"{rows - valued} row(s)")
     if outside and not clip:
         raise DataError(
-            f"{where}: {expr!r} has values outside [0, 1]; a query maps each row into [0, 1] "
+            f"{where}: {expr.text!r} has values outside [0, 1]; a query maps each row into [0, 1] "
             "(use --clip to clip, counted)", private_detail=f"{outside} value(s), min {lo}, max {hi}")
     return float(mean), int(outside)
 

@@ -22,6 +22,7 @@ from bayesdp.errors import (
     check_positive_int,
     invalid,
 )
+from bayesdp.expressions import RowExpression, row_expression
 from bayesdp.mechanisms.base import check_epsilon
 from bayesdp.noise import Rng, resolve_rng
 from bayesdp.privacy import Guarantee
@@ -74,21 +75,24 @@ def table(source: Any, privacy_unit: str | None, *, connection: Any = None, engi
 
 @dataclass(frozen=True)
 class Table:
-    """A lazy table with its privacy unit and optional SQL filters."""
+    """A lazy table with its privacy unit and optional row filters."""
 
     engine: Engine
     privacy_unit: str | None
-    filters: tuple[str, ...] = ()
+    filters: tuple[RowExpression, ...] = ()
 
     @property
     def columns(self) -> list[str]:
         return list(self.engine.schema())
 
-    def where(self, condition: str) -> Table:
-        """Keep rows where the SQL expression holds (a public filter, applied before bounding)."""
-        if not isinstance(condition, str) or not condition.strip():
-            raise invalid("condition", condition, "a non-empty SQL boolean expression")
-        return replace(self, filters=(*self.filters, condition))
+    def where(self, condition: str | RowExpression) -> Table:
+        """Keep rows where the SQL expression holds (a public filter, applied before bounding).
+
+        The expression may read only this row's columns (see `bayesdp.expressions`): a
+        subquery, another table or file, an aggregate or a function outside the allow-list is
+        refused here, and a row on which it would raise is dropped rather than failing."""
+        checked = row_expression(condition, self.columns, role="condition")
+        return replace(self, filters=(*self.filters, checked))
 
     def group_by(self, columns: str | Sequence[str], keys: Sequence[Any] | None = None) -> Grouped:
         """Group by columns. keys=None: the released keys are chosen privately (partition

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from bayesdp.errors import BayesdpError, DataError, ResourceError
+from bayesdp.expressions import RowExpression
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,7 @@ class BoundingRequest:
     measures: tuple[Measure, ...] = ()
     cells: tuple[Cells, ...] = ()
     bins: tuple[Bins, ...] = ()
-    where: tuple[str, ...] = ()
+    where: tuple[RowExpression, ...] = ()  # checked filters, each rendered by the engine
 
 
 @dataclass(frozen=True)
@@ -189,7 +190,7 @@ class Engine(Protocol):
 
     def is_numeric(self, column: str) -> bool: ...
 
-    def is_empty(self, where: tuple[str, ...] = ()) -> bool: ...
+    def is_empty(self, where: tuple[RowExpression, ...] = ()) -> bool: ...
 
     def check(self, request: BoundingRequest) -> None:
         """Bind the request's queries without reading a row: errors that depend only on the

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from bayesdp.errors import invalid
+from bayesdp.expressions import RowExpression
 from bayesdp.tables.engines.base import (
     COARSE_SHIFT,
     REJECTED,
@@ -137,11 +138,11 @@ class DuckDBEngine:
     def is_numeric(self, column: str) -> bool:
         return self.schema()[column].split("(")[0] in _NUMERIC
 
-    def _filtered(self, where: Sequence[str]) -> str:
-        cond = " AND ".join(f"({w})" for w in where) if where else "TRUE"
+    def _filtered(self, where: Sequence[RowExpression]) -> str:
+        cond = " AND ".join(w.sql("duckdb") for w in where) if where else "TRUE"
         return f"SELECT * FROM {SOURCE} WHERE {cond}"
 
-    def is_empty(self, where: tuple[str, ...] = ()) -> bool:
+    def is_empty(self, where: tuple[RowExpression, ...] = ()) -> bool:
         return not self.rows(f"SELECT 1 FROM ({self._filtered(where)}) LIMIT 1")
 
     @contextmanager

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from bayesdp.errors import BayesdpError, DataError, InvalidParameter
+from bayesdp.expressions import RowExpression
 from bayesdp.tables.engines.base import (
     COARSE_SHIFT,
     REJECTED,
@@ -85,16 +86,16 @@ class SparkEngine:
         dtype = self.frame.schema[column].dataType
         return isinstance(dtype, T.NumericType | T.BooleanType)
 
-    def _filtered(self, where: Sequence[str]) -> DataFrame:
+    def _filtered(self, where: Sequence[RowExpression]) -> DataFrame:
         frame = self.frame
         try:
             for condition in where:
-                frame = frame.where(F.expr(condition))
+                frame = frame.where(F.expr(condition.sql("spark")))
         except _SPARK_ERRORS as exc:
             raise _data_error(exc) from None
         return frame
 
-    def is_empty(self, where: tuple[str, ...] = ()) -> bool:
+    def is_empty(self, where: tuple[RowExpression, ...] = ()) -> bool:
         try:
             return bool(self._filtered(where).isEmpty())
         except _SPARK_ERRORS as exc:
