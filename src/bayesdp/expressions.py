@@ -25,7 +25,8 @@ What is promised (and what is not):
   try_divide, `%` and abs guarded, so overflow and division by zero give NULL under ANSI mode
   too. Not covered on Spark: the implicit casts ANSI mode applies when a text column meets a
   number (`text_col = 1`); write an explicit CAST (rendered as TRY_CAST) to compare text with
-  numbers there.
+  numbers there. Integer results beyond BIGINT are NULL on Spark; DuckDB may compute an
+  expression with a literal (`i * 2`) on a wider type and return the exact value.
 - Time: DuckDB evaluates a chunk of rows in which some row raises again row by row, which is
   much slower; the time of a query can show that such a row exists. Casts, `/` and `%` are
   rendered so that they never raise, so only overflow and implicit casts of text take that path.

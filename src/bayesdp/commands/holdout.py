@@ -32,8 +32,8 @@ def register(sub: Any) -> None:
         "holdout",
         help="answer adaptive queries on a reusable holdout (Thresholdout)",
         description=(
-            "Evaluate each query (a DuckDB column expression with values in [0, 1], one per "
-            "line) on the train and holdout files and answer it with Thresholdout: the training "
+            "Evaluate each query (a row expression over the files' columns with values in [0, 1], "
+            "one per line) on the train and holdout files and answer it with Thresholdout: the training "
             "mean when the holdout agrees, else a noisy holdout mean that spends one unit of "
             "budget. Prints the answers, the budget left and the privacy guarantee."
         ),
@@ -88,7 +88,7 @@ def read_queries(path: Path) -> list[tuple[int, str]]:
     lines = path.read_text().splitlines()
     queries = [(i, s.strip()) for i, s in enumerate(lines, 1) if s.strip() and not s.strip().startswith("#")]
     if not queries:
-        raise DataError(f"the query file {path} has no queries (one DuckDB expression per line)")
+        raise DataError(f"the query file {path} has no queries (one row expression per line)")
     return queries
 
 
