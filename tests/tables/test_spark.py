@@ -1,12 +1,12 @@
 """The Spark engine against the DuckDB engine: same kept rows, same exact aggregates, same release.
 
-One local Spark session (local[2]) serves the whole module: starting the JVM costs tens of
-seconds. Values are multiples of 1/4, so every sum is exact in float64 whatever order either
-engine adds in, and the parity checks can demand equality, not closeness.
+One local Spark session (local[2], the `spark` fixture of tests/conftest.py) serves the whole
+run: starting the JVM costs tens of seconds. Values are multiples of 1/4, so every sum is exact
+in float64 whatever order either engine adds in, and the parity checks can demand equality, not
+closeness.
 """
 
 import dataclasses
-import os
 import sys
 
 import duckdb
@@ -28,23 +28,6 @@ MEASURE = Measure("revenue", 1.0, 100.0)  # lo > 0: a null must not count as lo 
 # A window of ±3 ranks around the 30th percentile: a few coarse bins per group, not all.
 CELLS = Cells("revenue", 1.0, 100.0, QUANTILE_CELLS, 0.3, 3.0)
 BINS = Bins("revenue", (0.0, 10.0, 50.0, 100.0))
-
-
-@pytest.fixture(scope="module")
-def spark():
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    session = (SparkSession.builder.master("local[2]").appName("bayesdp-tests")
-               .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.sql.adaptive.enabled", "false")
-               .config("spark.sql.codegen.wholeStage", "false")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="module")
@@ -152,47 +135,6 @@ def test_path_with_engine_spark_and_filters(spark, data, tmp_path):
         rows=bdp.count(), avg=bdp.mean("revenue", bounds=(0, 100)))
     pd.testing.assert_frame_equal(q.release(**kw, rng=rng_for_tests(3)).to_pandas(),
                                   ref.release(**kw, rng=rng_for_tests(3)).to_pandas())
-
-
-EDGES = pd.DataFrame({
-    "id": [1, 2, 3, 4, 5],
-    "i": np.array([0, 1, -3, 9223372036854775807, 5], dtype=np.int64),
-    "x": [0.0, 2.5, -1.5, np.nan, 100.0],
-    "s": ["12", "abc", None, "x'y", "A%b"],
-    "d": pd.to_datetime(["2020-01-15", "2021-06-30", None, "2019-12-31", "2020-02-29"]).date,
-})
-FILTERS = [
-    # Overflow beyond BIGINT is NULL in both (DuckDB computes `i * 2` on a wider type: no overflow).
-    "x > 1", "x / (i - 1) > 0", "i % (i - 1) = 0", "i * i > 0", "i + i > 0", "-i - i < 0", "abs(i - 10) > 4",
-    "CAST(s AS INTEGER) > 0", "CAST(x AS INTEGER) = 2", "log(x + 10) > 1.05", "log(2, x + 10) > 3.5",
-    "ln(x + 2) > 1", "sqrt(abs(x)) BETWEEN 1 AND 2", "round(x, 0) = 3", "floor(x) = -2", "ceil(x) = 3",
-    "power(i, 2) > 1", "exp(x) > 10", "least(i, 2) = 1", "greatest(x, 1) = 1", "sign(x) = -1",
-    "s IN ('12', 'abc')", "s NOT IN ('12')", "s LIKE 'a%'", "s ILIKE 'A%'", "s LIKE '%!%%' ESCAPE '!'",
-    "upper(s) = 'ABC'", "lower(s) = 'a%b'", "length(s) = 3", "trim(s) = 'abc'", "substring(s, 2, 2) = 'bc'",
-    "starts_with(s, 'a')", "ends_with(s, 'b')", "contains(s, 'b')", "replace(s, 'a', 'z') = 'zbc'",
-    "left(s, 1) = 'x'", "right(s, 1) = 'b'", "s || '!' = 'abc!'", "coalesce(s, 'none') = 'none'",
-    "nullif(i, 0) IS NULL", "s IS NOT NULL AND x IS DISTINCT FROM 0", "x IS NOT DISTINCT FROM NULL",
-    "CASE WHEN i > 0 THEN x ELSE -x END > 1", "year(d) = 2020", "month(d) = 6", "day(d) = 31",
-    "quarter(d) = 1", "date_part('year', d) = 2020", "extract(week FROM d) = 1",
-    "date_trunc('month', d) = DATE '2020-02-01'", "d + INTERVAL 1 DAY > DATE '2020-03-01'",
-    "d < DATE '2020-06-01'", "isnan(x)", "NOT (x > 0 OR i = 0)",
-]
-
-
-def test_filters_select_the_same_rows_on_spark_as_on_duckdb(spark):
-    """Each filter, rendered for each engine from the same checked tree, keeps the same rows,
-    including the rows on which the plain SQL would raise (overflow, division by zero, bad text)."""
-    from bayesdp.expressions import row_expression
-
-    frame = spark.createDataFrame(EDGES)
-    con = duckdb.connect()
-    con.register("edges", EDGES)
-    for text in FILTERS:
-        checked = row_expression(text, list(EDGES.columns))
-        on_duckdb = [r[0] for r in con.sql(f"SELECT id FROM edges WHERE {checked.sql('duckdb')} ORDER BY id")
-                     .fetchall()]
-        on_spark = sorted(r[0] for r in frame.where(checked.sql("spark")).select("id").collect())
-        assert on_spark == on_duckdb, (text, checked.sql("spark"))
 
 
 @pytest.mark.slow
