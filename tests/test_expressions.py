@@ -181,6 +181,14 @@ def test_sqlglot_nodes_are_checked_too():
         row_expression(checked, ["b"])
 
 
+@pytest.mark.parametrize("text", ACCEPTED)
+def test_a_rendered_expression_checks_again_to_itself(text):
+    """So a layer that passes rendered SQL on (the service's filters) changes nothing."""
+    checked = row_expression(text, COLUMNS)
+    again = row_expression(checked.sql("duckdb"), COLUMNS)
+    assert again.sql("duckdb") == checked.sql("duckdb") and again.columns == checked.columns
+
+
 def test_text_and_columns_are_canonical():
     checked = row_expression("revenue > 1 AND CAST(s AS INT) = 2 and log(b) > 0", COLUMNS)
     assert checked.columns == {"Revenue", "s", "b"}

@@ -61,6 +61,7 @@ _STRUCTURE: frozenset[type[exp.Expression]] = frozenset({
     exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.DPipe,
     exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ,
     exp.Between, exp.Case, exp.If, exp.Coalesce, exp.Nullif, exp.Null, exp.Boolean,
+    exp.Try,  # DuckDB's TRY(x), as in a rendered expression; dropped by _normalize
 })
 
 # The deterministic scalar functions, by sqlglot node, with the name users write. Each has the
@@ -185,6 +186,11 @@ def _guard_zero(node: exp.Expression) -> exp.Expression:
     if not isinstance(node, exp.Mod | exp.Div):
         return node
     zero = exp.EQ(this=node.expression.copy(), expression=exp.Literal.number(0))
+    guard = node.parent
+    guarded = isinstance(guard, exp.Case) and guard.args.get("default") is node and \
+        [i.this for i in guard.args.get("ifs", [])] == [zero]
+    if guarded:  # a rendered expression checked again
+        return node
     return exp.Case(ifs=[exp.If(this=zero, true=exp.Null())], default=node)
 
 
@@ -223,6 +229,8 @@ def row_expression(source: str | exp.Expression | RowExpression, columns: Collec
         checker = _Checker(cols, role)
         checker.check(tree)
         tree = _bottom_up(tree, _normalize)
+        while isinstance(tree, exp.Paren):
+            tree = tree.this
         text = _generate(tree, "duckdb")
     except RecursionError:
         raise InvalidParameter(f"{role}: the expression is nested too deeply") from None
@@ -258,11 +266,15 @@ def _parse(text: str, role: str) -> exp.Expression:
 def _normalize(node: exp.Expression) -> exp.Expression:
     """Casts become TRY_CAST (a bad value gives NULL, not an error that tells about the row);
     log(x) becomes log(10, x) (DuckDB's meaning; sqlglot would render Spark's natural log);
-    date_part('unit', x) becomes EXTRACT(unit FROM x)."""
+    date_part('unit', x) becomes EXTRACT(unit FROM x); TRY(x) becomes x, so that a rendered
+    expression checks again to the same tree."""
     if type(node) is exp.Cast:  # safe=True: Spark's generator writes CAST for an unsafe TryCast
         return exp.TryCast(this=node.this, to=node.args["to"], safe=True)
     if type(node) is exp.Log and node.expression is None:
         return exp.Log(this=exp.Literal.number(10), expression=node.this)
+    if isinstance(node, exp.Try):  # the DuckDB rendering wraps the whole expression in TRY again
+        inner: exp.Expression = node.this
+        return inner
     return _date_part(node) or node
 
 
