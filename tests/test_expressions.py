@@ -192,7 +192,7 @@ def test_a_rendered_expression_checks_again_to_itself(text):
 def test_text_and_columns_are_canonical():
     checked = row_expression("revenue > 1 AND CAST(s AS INT) = 2 and log(b) > 0", COLUMNS)
     assert checked.columns == {"Revenue", "s", "b"}
-    assert checked.text == '"Revenue" > 1 AND TRY_CAST("s" AS INT) = 2 AND LOG(10, "b") > 0'
+    assert checked.text == '(("Revenue" > 1) AND (TRY_CAST("s" AS INT) = 2)) AND (LOG(10, "b") > 0)'
 
 
 def test_spark_rendering_guards_arithmetic_and_casts():

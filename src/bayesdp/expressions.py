@@ -275,7 +275,24 @@ def _normalize(node: exp.Expression) -> exp.Expression:
     if isinstance(node, exp.Try):  # the DuckDB rendering wraps the whole expression in TRY again
         inner: exp.Expression = node.this
         return inner
+    _parenthesize(node)
     return _date_part(node) or node
+
+
+def _is_operator(node: exp.Expression) -> bool:
+    return isinstance(node, exp.Binary | exp.Unary | exp.Between | exp.In) and not isinstance(node, exp.Paren)
+
+
+def _parenthesize(node: exp.Expression) -> None:
+    """Operands that are operators go in parentheses, so that the text an engine parses has the
+    checked tree's structure whatever its precedence rules (`a LIKE 'x' LIKE 'y'` does not parse
+    in DuckDB; `(a LIKE 'x') LIKE 'y'` does)."""
+    if not _is_operator(node) or isinstance(node, exp.Escape):
+        return
+    for key in ("this", "expression", "low", "high"):
+        child = node.args.get(key)
+        if isinstance(child, exp.Expression) and _is_operator(child):
+            node.set(key, exp.Paren(this=child))
 
 
 class _Checker:
