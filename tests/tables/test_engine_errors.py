@@ -67,3 +67,19 @@ def test_spark_errors_keep_their_text_private_and_name_memory():
     assert "secret-a" in cast.private_detail
     oom = _data_error(RuntimeError("Job aborted: java.lang.OutOfMemoryError: Java heap space"))
     assert isinstance(oom, ResourceError) and "spark.executor.memory" in oom.public_message
+
+
+def test_a_value_the_reader_cannot_convert_is_wrapped_and_paid_for(tmp_path):
+    """DuckDB infers a CSV's types from a sample of its first rows; a later row that does not
+    fit fails only when the release reads it, with an error quoting the row. That failure
+    depends on the data: it comes after the spend, and its text stays private."""
+    path = tmp_path / "late.csv"
+    rows = "\n".join(f"{i},{i % 7}" for i in range(50_000))
+    path.write_text(f"u,v\n{rows}\n50000,secret-text\n")
+    led = _ledger(tmp_path)
+    q = bdp.table(path, "u").agg(s=bdp.sum("v", bounds=(0, 10)))
+    with pytest.raises(DataError) as info:
+        q.release(1.0, ledger=led, rng=rng_for_tests(1))
+    assert "secret" not in info.value.public_message
+    assert "secret-text" in info.value.private_detail
+    assert len(led.history()) == 1
