@@ -17,6 +17,7 @@ from bayesdp.mechanisms import (
 from bayesdp.noise import rng_for_tests, secure_rng
 from bayesdp.privacy import Guarantee, Ledger, SemanticPrivacy, compose
 from bayesdp.serve import connect
+from bayesdp.sql import sql
 from bayesdp.synth import Synthesizer, synthesize
 from bayesdp.tables import (
     Release,
@@ -64,6 +65,7 @@ __all__ = [
     "quantile",
     "rng_for_tests",
     "secure_rng",
+    "sql",
     "std",
     "sum",
     "synthesize",

@@ -14,7 +14,7 @@ from bayesdp.errors import BayesdpError
 
 # Sub-command modules under bayesdp.commands, each exposing register(subparsers).
 COMMANDS: tuple[str, ...] = (
-    "audit", "synth", "holdout", "release", "explain", "ledger", "correlated", "serve",
+    "audit", "synth", "holdout", "release", "sql", "explain", "ledger", "correlated", "serve",
 )
 
 err = Console(stderr=True)

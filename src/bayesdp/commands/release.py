@@ -117,11 +117,7 @@ def run(args: argparse.Namespace) -> int:
             options[k] = getattr(args, k)
     if "epsilon" not in options:
         raise DataError("give epsilon in the spec or with --epsilon")
-    if args.out and Path(args.out).suffix.lower() not in _OUT_FORMATS:
-        raise invalid("--out", args.out, "a path ending in .csv or .parquet (checked before any "
-                      "budget is spent)")
-    for flag, path in (("--out", args.out), ("--report", args.report)):
-        _check_writable(flag, path)
+    check_outputs(args.out, args.report)
     ledger = Ledger(args.ledger) if args.ledger else None
     if args.engine == "spark":
         from bayesdp.tables.engines.spark import session_for
@@ -135,8 +131,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         con = connect(args.memory_limit, args.temp_directory)
         query = build(args.data, spec, con)
-        release = _with_progress(con, lambda: query.release(ledger=ledger, label=spec.get("label"),
-                                                             **options))
+        release = with_progress(con, lambda: query.release(ledger=ledger, label=spec.get("label"),
+                                                            **options))
+    show(release, args.out, args.report)
+    return 0
+
+
+def show(release: tables.Release, out: str | None, report: str | None) -> None:
+    """Print the released table, its caveats and guarantee; write --out and --report."""
     console = Console()
     console.print(render(release))
     for line in release.caveats():
@@ -144,21 +146,29 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"guarantee: {release.guarantee}", highlight=False)
     df = release.to_pandas()
     try:
-        if args.out:
-            out = Path(args.out)
-            if out.suffix.lower() == ".parquet":
-                df.to_parquet(out, index=False)
+        if out:
+            path = Path(out)
+            if path.suffix.lower() == ".parquet":
+                df.to_parquet(path, index=False)
             else:
-                df.to_csv(out, index=False)
-            console.print(f"wrote {out}")
-        if args.report:
-            console.print(f"wrote {release.report(args.report)}")
+                df.to_csv(path, index=False)
+            console.print(f"wrote {path}")
+        if report:
+            console.print(f"wrote {release.report(report)}")
     except OSError as exc:
         # The budget is spent: print the full-precision release rather than lose it.
         console.print(df.to_csv(index=False), highlight=False, markup=False)
         raise DataError(f"the release is spent and printed above as CSV, but writing it failed: "
                         f"{exc}") from None
-    return 0
+
+
+def check_outputs(out: str | None, report: str | None) -> None:
+    """Refuse, before anything is spent, --out or --report paths that cannot be written."""
+    if out and Path(out).suffix.lower() not in _OUT_FORMATS:
+        raise invalid("--out", out, "a path ending in .csv or .parquet (checked before any "
+                      "budget is spent)")
+    for flag, path in (("--out", out), ("--report", report)):
+        _check_writable(flag, path)
 
 
 def _check_writable(flag: str, path: str | None) -> None:
@@ -173,7 +183,7 @@ def _check_writable(flag: str, path: str | None) -> None:
                       "any budget is spent)")
 
 
-def _with_progress(con: duckdb.DuckDBPyConnection, work: Any) -> Any:
+def with_progress(con: duckdb.DuckDBPyConnection, work: Any) -> Any:
     """Run `work` while a progress bar follows DuckDB's scan of the data."""
     result: dict[str, Any] = {}
 

@@ -27,7 +27,6 @@ def _plot(release: Release, name: str) -> str:
     import matplotlib.pyplot as plt
 
     est = release.estimates[name]
-    agg = release.plan.steps[name].aggregate
     value, low, high = (np.atleast_2d(a.T).T if a.ndim == 1 else a for a in (est.value, est.low, est.high))
     labels = _labels(release)
     fig, ax = plt.subplots(figsize=(7, 0.35 * max(len(labels), 4) + 1.2))
@@ -40,7 +39,7 @@ def _plot(release: Release, name: str) -> str:
         ax.errorbar(value[:, j], y + off, xerr=[below, above], fmt="o", ms=3, capsize=2)
     ax.set_yticks(y, labels)
     ax.set_ylabel(", ".join(map(str, release.keys.columns)))
-    ax.set_title(f"{name} = {agg.describe()} (bars: {1 - release.alpha:.0%} intervals)", fontsize=10)
+    ax.set_title(f"{name} = {release.describe(name)} (bars: {1 - release.alpha:.0%} intervals)", fontsize=10)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90)
@@ -51,7 +50,7 @@ def _plot(release: Release, name: str) -> str:
 def _labels(release: Release) -> list[str]:
     keys = release.keys
     if keys.shape[1] == 0:
-        return ["all"]
+        return ["all"] if len(keys) == 1 else [str(i + 1) for i in range(len(keys))]
     return [", ".join(str(v) for v in row) for row in keys.itertuples(index=False)]
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,8 @@ class Release:
     rows, clipped values and nulls: they are data-dependent and not differentially private.
     A release seen by someone other than the data holder (`public()`, or one rebuilt from a
     service's answer) has `diagnostics=None`.
+    `derived` describes columns computed from released values (post-processing, e.g. by SQL),
+    which have no step in the plan; `columns` orders the output (default: keys, then aggregates).
     """
 
     keys: pd.DataFrame
@@ -42,6 +44,8 @@ class Release:
     alpha: float
     diagnostics: Diagnostics | None
     public_keys: bool
+    derived: dict[str, str] = field(default_factory=dict)
+    columns: tuple[str, ...] = ()
 
     @property
     def guarantee(self) -> Guarantee:
@@ -50,8 +54,9 @@ class Release:
     def to_pandas(self) -> pd.DataFrame:
         cols: dict[str, Any] = {c: self.keys[c].to_numpy() for c in self.keys.columns}
         for name, est in self.estimates.items():
-            agg = self.plan.steps[name].aggregate
-            if agg.kind == "histogram":
+            step = self.plan.steps.get(name) if name not in self.derived else None
+            agg = step.aggregate if step is not None else None
+            if agg is not None and agg.kind == "histogram":
                 assert agg.edges is not None
                 for j, label in enumerate(bin_labels(agg.edges)):
                     cols[f"{name}{label}"] = est.value[:, j]
@@ -59,7 +64,14 @@ class Release:
                     cols[f"{name}{label}_high"] = est.high[:, j]
                 continue
             cols[name], cols[f"{name}_low"], cols[f"{name}_high"] = est.value, est.low, est.high
+        if self.columns:
+            cols = {c: cols[c] for name in self.columns
+                    for c in ((name,) if name in self.keys.columns else (name, f"{name}_low", f"{name}_high"))}
         return pd.DataFrame(cols, index=pd.RangeIndex(len(self.keys)))
+
+    def describe(self, name: str) -> str:
+        """What the released column `name` is: its aggregate, or how it was derived."""
+        return self.derived.get(name) or self.plan.steps[name].aggregate.describe()
 
     def to_arrow(self) -> pyarrow.Table:
         import pyarrow as pa

@@ -1,0 +1,628 @@
+"""A query's text -> the builder's Query, its release options and the post-processing of its outputs.
+
+Every refusal names the construct and points at it (`SqlError`). Expressions over one row (the
+WHERE clause, aggregate arguments) go through the row-local checker `bayesdp.expressions`; the
+Query carries them to the builder, whose code quotes identifiers and literals for the engine.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import Token, TokenType
+
+from bayesdp import tables
+from bayesdp.errors import BayesdpError
+from bayesdp.sql.dialect import BigQueryDP, DifferentialPrivacy, NamedArguments
+from bayesdp.sql.metadata import TableMetadata, load
+from bayesdp.sql.refusals import SqlError, refuse, span
+
+# BigQuery's options of the clause, and the ones bayesdp adds (its release parameters).
+_OPTIONS = ("epsilon", "delta", "max_groups_contributed", "privacy_unit_column", "max_rows_per_group",
+            "alpha", "noise")
+_BOUNDS = ("contribution_bounds_per_group", "contribution_bounds_per_row")
+_SELECT_ARGS = ("expressions", "from_", "where", "group", "having", "order", "limit", "offset",
+                "differential_privacy", "kind")
+_CONSTRUCTS = {"with_": "WITH (a common table expression)", "joins": "JOIN", "distinct": "SELECT DISTINCT",
+               "qualify": "QUALIFY", "windows": "WINDOW", "laterals": "LATERAL", "sample": "TABLESAMPLE",
+               "into": "SELECT INTO", "pivots": "PIVOT", "prewhere": "PREWHERE", "connect": "CONNECT BY",
+               "match": "MATCH_RECOGNIZE", "hint": "a query hint", "locks": "FOR UPDATE"}
+_STD = (exp.Stddev, exp.StddevPop, exp.StddevSamp)
+_VARIANCE = (exp.Variance, exp.VariancePop)
+_SUPPORTED = (exp.Count, exp.Sum, exp.Avg, exp.Median, exp.PercentileCont, *_STD, *_VARIANCE)
+
+
+@dataclass(frozen=True)
+class Output:
+    """One item of the SELECT list: a group key (`key` names its column) or a released value."""
+
+    name: str
+    node: exp.Expr
+    key: str | None = None
+
+
+@dataclass(frozen=True)
+class Translation:
+    """What a query asks for: the builder's Query and release options, then post-processing."""
+
+    text: str
+    query: tables.Query
+    options: dict[str, Any]
+    outputs: tuple[Output, ...]
+    aggregates: dict[str, str]  # an aggregate call's SQL -> its name in the Query
+    squared: frozenset[str]  # calls released as a standard deviation and squared (VARIANCE)
+    having: exp.Expr | None
+    order: tuple[exp.Ordered, ...]
+    limit: int | None
+    offset: int
+    dialect: str
+    tokens: tuple[Token, ...]
+
+    def call(self, node: exp.Expr) -> str:
+        return call_sql(node, self.dialect)
+
+    def refuse(self, message: str, node: exp.Expr) -> SqlError:
+        return refuse(message, self.text, node, self.tokens)
+
+
+def call_sql(node: exp.Expr, dialect: str) -> str:
+    """An aggregate call's SQL: its identity in a query and its column name when not aliased."""
+    return node.sql(dialect=BigQueryDP if dialect == "bigquery" else dialect)
+
+
+def parse(text: str) -> tuple[exp.Select, str, list[Token]]:
+    """The one SELECT of `text` and the dialect it was read in: BigQuery's when it starts with
+    `SELECT WITH DIFFERENTIAL_PRIVACY`, else DuckDB's (plain SQL, identifiers in double quotes)."""
+    if not isinstance(text, str) or not text.strip():
+        raise SqlError("the query is empty: give one SELECT statement")
+    dialect: Any = "duckdb"
+    try:
+        tokens = BigQueryDP().tokenize(text)
+        if len(tokens) > 2 and tokens[0].token_type == TokenType.SELECT and \
+                tokens[1].token_type == TokenType.WITH and tokens[2].text.upper() == "DIFFERENTIAL_PRIVACY":
+            dialect = BigQueryDP
+        else:
+            tokens = sqlglot.Dialect.get_or_raise("duckdb").tokenize(text)
+        statements = sqlglot.parse(text, dialect=dialect)
+    except ParseError as exc:
+        raise _parse_error(text, exc) from None
+    except TokenError as exc:
+        raise SqlError(f"the query cannot be read: {exc}", text, 0, len(text)) from None
+    statements = [s for s in statements if s is not None]
+    if not statements:
+        raise SqlError("the query is empty: give one SELECT statement")
+    if len(statements) > 1:
+        second = next(i for i, t in enumerate(tokens) if t.token_type == TokenType.SEMICOLON) + 1
+        second = min(second, len(tokens) - 1)
+        raise SqlError("several statements are not allowed: give one SELECT", text,
+                       tokens[second].start, tokens[-1].end + 1)
+    tree = statements[0]
+    if isinstance(tree, exp.SetOperation):
+        name = type(tree).__name__.upper()
+        raise refuse(f"{name} is not supported: a release is one SELECT over one table", text,
+                     tree.expression, tokens)
+    if not isinstance(tree, exp.Select):
+        raise SqlError(f"only SELECT queries can be released, not {tree.key.upper()}", text,
+                       tokens[0].start, tokens[0].end + 1)
+    return tree, "bigquery" if dialect is BigQueryDP else "duckdb", tokens
+
+
+def _parse_error(text: str, exc: ParseError) -> SqlError:
+    err = exc.errors[0] if exc.errors else {}
+    line, col = err.get("line"), err.get("col")
+    if not line or not col:
+        return SqlError(f"the query cannot be read: {err.get('description') or exc}")
+    offset = sum(len(s) + 1 for s in text.split("\n")[:line - 1]) + col
+    width = max(1, len(err.get("highlight") or " "))
+    return SqlError(f"the query cannot be read: {err.get('description') or exc}", text,
+                    offset - width, offset)
+
+
+def translate(text: str, sources: Mapping[str, Any], *, metadata: str | Path | Mapping[str, Any] | None = None,
+              epsilon: float | None = None, delta: float | None = None) -> Translation:
+    """Check the query and build its Query (touches no data values: it reads the schema)."""
+    tree, dialect, tokens = parse(text)
+    return _Translator(text, tree, dialect, tokens, sources, load(metadata)).run(epsilon, delta)
+
+
+class _Translator:
+    def __init__(self, text: str, tree: exp.Select, dialect: str, tokens: list[Token],
+                 sources: Mapping[str, Any], meta: dict[str, TableMetadata]) -> None:
+        self.text, self.tree, self.dialect, self.tokens = text, tree, dialect, tokens
+        self.sources, self.meta = sources, meta
+        self.aggregates: dict[str, tables.Aggregate] = {}
+        self.names: dict[str, str] = {}
+        self.squared: set[str] = set()
+        self.max_rows: list[tuple[int, exp.Expr]] = []
+
+    def error(self, message: str, node: exp.Expr | None) -> SqlError:
+        return refuse(message, self.text, node, self.tokens)
+
+    def run(self, epsilon: float | None, delta: float | None) -> Translation:
+        tree = self.tree
+        self._refuse_constructs()
+        table_node = self._table()
+        self.table_meta = self.meta.get(table_node.name, TableMetadata())
+        clause = self._clause(tree.args.get("differential_privacy"))
+        unit = self._unit(clause)
+        source = self.sources[table_node.name]
+        self.aliases = {table_node.name.lower()} | ({table_node.alias.lower()} if table_node.alias else set())
+        try:
+            table = tables.table(source, unit)
+        except BayesdpError as exc:
+            raise self.error(_public(exc), table_node) from None
+        self.table, self.unit, self.columns = table, unit, table.columns
+        for node in tree.find_all(exp.Column):
+            self._column(node)
+        where = tree.args.get("where")
+        if where is not None:
+            table = table.where(self._row_expression(where.this, "WHERE"))
+        by = self._group_by()
+        outputs = self._outputs(by)
+        for node in (tree.args.get("having"), tree.args.get("order")):
+            if node is not None:
+                self._collect(node)
+        keys = self._keys(by, where)
+        grouped = table.group_by(by, keys=keys) if by else None
+        try:
+            query = grouped.agg(**self.aggregates) if grouped else table.agg(**self.aggregates)
+        except BayesdpError as exc:
+            raise self.error(_public(exc), tree) from None
+        order = tree.args.get("order")
+        return Translation(
+            self.text, query, self._options(clause, epsilon, delta), tuple(outputs), dict(self.names),
+            frozenset(self.squared), tree.args["having"].this if tree.args.get("having") else None,
+            tuple(order.expressions) if order else (), self._count(tree.args.get("limit")),
+            self._count(tree.args.get("offset")) or 0, self.dialect, tuple(self.tokens))
+
+    # -- the shape of the query -----------------------------------------------------------------
+
+    def _refuse_constructs(self) -> None:
+        tree = self.tree
+        for arg, value in tree.args.items():
+            if value and arg not in _SELECT_ARGS:
+                name = _CONSTRUCTS.get(arg, arg.upper().rstrip("_"))
+                node = value[0] if isinstance(value, list) else value
+                message = f"{name} is not supported: a release reads one table, row by row"
+                if arg == "distinct" and len(self.tokens) > 1:
+                    raise SqlError(message, self.text, self.tokens[1].start, self.tokens[1].end + 1)
+                raise self.error(message, node)
+        if tree.args.get("kind"):
+            raise self.error(f"SELECT AS {tree.args['kind']} is not supported", tree)
+        for node in tree.walk():
+            if node is tree:
+                continue
+            if isinstance(node, exp.Query | exp.Subquery | exp.Exists):
+                raise self.error("a subquery is not supported: it would read private rows outside "
+                                 "the release's bounding", node)
+            if isinstance(node, exp.Window):
+                raise self.error("window functions are not supported: a row's value would depend "
+                                 "on other people's rows", node)
+        for item in tree.expressions:
+            inner = item.this if isinstance(item, exp.Alias) else item
+            if isinstance(inner, exp.Star) or (isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)):
+                raise self.error("SELECT * is not supported: select group keys and aggregates", item)
+
+    def _table(self) -> exp.Table:
+        from_ = self.tree.args.get("from_")
+        if from_ is None:
+            raise self.error("the query needs FROM and one table", self.tree)
+        node = from_.this
+        if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier) \
+                or node.args.get("db") or node.args.get("catalog"):
+            raise self.error("FROM must name one table given in tables= (no table functions, "
+                             "subqueries or qualified names)", node)
+        if node.name not in self.sources:
+            known = ", ".join(repr(n) for n in self.sources) or "none"
+            raise self.error(f"table {node.name!r} is not one of the tables given ({known})", node)
+        return node
+
+    def _clause(self, node: DifferentialPrivacy | None) -> dict[str, tuple[Any, exp.Expr]]:
+        """The OPTIONS of `WITH DIFFERENTIAL_PRIVACY`, each with the node it came from."""
+        if node is None:
+            return {}
+        out: dict[str, tuple[Any, exp.Expr]] = {}
+        for item in node.expressions:
+            if not isinstance(item, exp.EQ) or not isinstance(item.this, exp.Column | exp.Var):
+                raise self.error("OPTIONS takes name = value pairs", item)
+            name = item.this.name.lower()
+            if name not in _OPTIONS:
+                raise self.error(f"option {name!r} is not supported; bayesdp reads {list(_OPTIONS)}",
+                                 item.this)
+            if name in out:
+                raise self.error(f"option {name!r} is given twice", item)
+            value = item.expression
+            if name == "privacy_unit_column":
+                if not isinstance(value, exp.Column):
+                    raise self.error("privacy_unit_column names a column", value)
+                out[name] = (value.name, value)
+            elif name == "noise":
+                if not (isinstance(value, exp.Literal) and value.is_string):
+                    raise self.error("noise is 'laplace' or 'gaussian'", value)
+                out[name] = (value.this, value)
+            elif isinstance(value, exp.Null):
+                raise self.error(f"{name} = NULL is not supported: bayesdp always bounds "
+                                 "contributions, so the guarantee holds", item)
+            else:
+                out[name] = (self._number(value, name), value)
+        return out
+
+    def _unit(self, clause: dict[str, tuple[Any, exp.Expr]]) -> str | None:
+        stated = self.table_meta.privacy_unit
+        if "privacy_unit_column" in clause:
+            unit, node = clause["privacy_unit_column"]
+            if stated is not None and stated != unit:
+                raise self.error(f"privacy_unit_column {unit!r} differs from the metadata's "
+                                 f"privacy unit {stated!r}", node)
+            return str(unit)
+        if stated is None:
+            where = "the query's OPTIONS" if self.tree.args.get("differential_privacy") else "the metadata"
+            raise self.error(f"the privacy unit of table {self._table().name!r} is not stated: give "
+                             f"it in {where} (privacy_unit_column = ..., or privacy_unit = \"...\" "
+                             "or false in [tables.NAME] of the metadata)", self._table())
+        return None if stated is False else str(stated)
+
+    def _column(self, node: exp.Column) -> str:
+        """The name of a column reference of the table (its qualifier, if any, is the table)."""
+        if node.table and node.table.lower() not in self.aliases:
+            raise self.error(f"{node.table!r} is not the query's table", node)
+        if node.args.get("db") or node.args.get("catalog"):
+            raise self.error("a column is named by itself or by table.column", node)
+        return node.name
+
+    def _row_expression(self, node: exp.Expr, role: str) -> str:
+        from bayesdp.expressions import row_expression
+
+        bare = node.copy()
+        for col in bare.find_all(exp.Column):
+            col.set("table", None)
+        self._unit_free(node, role)
+        try:
+            return row_expression(bare, self.columns, role=role).sql(dialect="duckdb")
+        except BayesdpError as exc:
+            raise self.error(_public(exc), node) from None
+
+    def _unit_free(self, node: exp.Expr, role: str) -> None:
+        for col in node.find_all(exp.Column):
+            if self.unit is not None and col.name == self.unit:
+                raise self.error(f"{role} uses the privacy unit {self.unit!r}: the only function "
+                                 "of the privacy unit allowed is counting it, COUNT(DISTINCT unit)", col)
+
+    def _group_by(self) -> tuple[str, ...]:
+        group = self.tree.args.get("group")
+        if group is None:
+            return ()
+        for arg in ("rollup", "cube", "grouping_sets"):
+            if group.args.get(arg):
+                raise self.error(f"GROUP BY {arg.upper().replace('_', ' ')} is not supported", group)
+        by: list[str] = []
+        for node in group.expressions:
+            if isinstance(node, exp.Rollup | exp.Cube | exp.GroupingSets):
+                raise self.error(f"GROUP BY {node.key.upper().replace('GROUPINGSETS', 'GROUPING SETS')} "
+                                 "is not supported", node)
+            if isinstance(node, exp.Literal) and not node.is_string:
+                items = self.tree.expressions
+                position = int(node.this) if node.this.isdigit() else 0
+                if not 1 <= position <= len(items):
+                    raise self.error(f"GROUP BY {node.this} is not a position in the SELECT list", node)
+                target = items[position - 1]
+                node = target.this if isinstance(target, exp.Alias) else target
+            if isinstance(node, exp.Column) and not node.table and node.name not in self.columns:
+                node = self._aliased(node)
+            if not isinstance(node, exp.Column):
+                raise self.error("GROUP BY takes columns of the table, not expressions", node)
+            name = self._column(node)
+            if name == self.unit:
+                raise self.error("GROUP BY the privacy unit would release each person's values", node)
+            if name not in self.columns:
+                raise self.error(f"{name!r} is not a column of the table", node)
+            by.append(name)
+        return tuple(by)
+
+    def _aliased(self, node: exp.Column) -> exp.Expr:
+        """The SELECT item a GROUP BY name refers to when it is an alias, not a column."""
+        for item in self.tree.expressions:
+            if isinstance(item, exp.Alias) and item.alias == node.name:
+                return item.this
+        return node
+
+    def _outputs(self, by: tuple[str, ...]) -> list[Output]:
+        outputs = []
+        for item in self.tree.expressions:
+            node = item.this if isinstance(item, exp.Alias) else item
+            alias = item.alias if isinstance(item, exp.Alias) else None
+            if _aggregate_calls(node):
+                name = alias or self.call(node)
+                self._collect(node, name if node is _outermost_call(node) else None)
+                for col in _outside_calls(node):
+                    if self._column(col) not in by:
+                        raise self.error(f"{col.name!r} is neither aggregated nor a group key", col)
+                outputs.append(Output(name, node))
+            elif isinstance(node, exp.Column) and self._column(node) in by:
+                outputs.append(Output(alias or node.name, node, key=self._column(node)))
+            elif isinstance(node, exp.Column):
+                raise self.error(f"{node.name!r} is selected but is neither aggregated nor a group "
+                                 "key (GROUP BY it, or aggregate it)", node)
+            else:
+                raise self.error("a SELECT item must be a group key or contain an aggregate", node)
+        names = [o.name for o in outputs]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                raise self.error(f"the column name {name!r} is used twice: give distinct aliases",
+                                 self.tree.expressions[i])
+        return outputs
+
+    def call(self, node: exp.Expr) -> str:
+        return call_sql(node, self.dialect)
+
+    # -- aggregates -----------------------------------------------------------------------------
+
+    def _collect(self, node: exp.Expr, name: str | None = None) -> None:
+        for call in _aggregate_calls(node):
+            key = self.call(call)
+            if key in self.names:
+                label = self.names[key]
+                if name is not None and label == key and key not in self.squared and name not in self.aggregates:
+                    # first met inside an expression, now selected under an alias: take the alias
+                    self.aggregates = {name if k == label else k: a for k, a in self.aggregates.items()}
+                    self.names[key] = name
+                continue
+            agg, squared = self._aggregate(call)
+            label = name if name is not None and not squared else key
+            while label in self.aggregates:
+                label += "'"
+            self.aggregates[label] = agg
+            self.names[key] = label
+            if squared:
+                self.squared.add(key)
+
+    def _aggregate(self, call: exp.Expr) -> tuple[tables.Aggregate, bool]:
+        named: dict[str, exp.Expr] = {}
+        agg = call
+        if isinstance(call, NamedArguments):
+            agg = call.this
+            for kw in call.expressions:
+                name = kw.this.name.lower()
+                if name not in _BOUNDS:
+                    raise self.error(f"named argument {name!r} is not supported; use one of {list(_BOUNDS)}", kw)
+                if named:
+                    raise self.error("give one contribution bound per aggregate", kw)
+                named[name] = kw.expression
+        if isinstance(agg, exp.Filter):
+            raise self.error("an aggregate FILTER clause is not supported: use WHERE", agg)
+        if isinstance(agg, exp.WithinGroup):
+            return self._within_group(agg, named), False
+        if not isinstance(agg, _SUPPORTED):
+            name = agg.sql_name() if isinstance(agg, exp.Func) else agg.key.upper()
+            raise self.error(f"{name} is not a supported private aggregate (supported: COUNT, SUM, "
+                             "AVG, STDDEV, VARIANCE, MEDIAN, PERCENTILE_CONT, QUANTILE_CONT)", agg)
+        for inner in agg.iter_expressions():
+            if _aggregate_calls(inner):
+                raise self.error("an aggregate inside an aggregate is not supported", inner)
+        try:
+            if isinstance(agg, exp.Count):
+                return self._count_aggregate(agg, named), False
+            column, bounds = self._argument(agg, agg.this, named)
+            if isinstance(agg, exp.Sum):
+                return tables.sum(column, bounds), False
+            if isinstance(agg, exp.Avg):
+                return tables.mean(column, bounds), False
+            if isinstance(agg, (*_STD, *_VARIANCE)):
+                return tables.std(column, bounds), isinstance(agg, _VARIANCE)
+            if isinstance(agg, exp.Median):
+                return tables.quantile(column, 0.5, bounds), False
+            q = agg.args.get("expression")
+            if q is None:
+                raise self.error("PERCENTILE_CONT takes the column and the percentile", agg)
+            return tables.quantile(column, self._number(q, "percentile"), bounds), False
+        except SqlError:
+            raise
+        except BayesdpError as exc:
+            raise self.error(_public(exc), call) from None
+
+    def _within_group(self, node: exp.WithinGroup, named: dict[str, exp.Expr]) -> tables.Aggregate:
+        inner, order = node.this, node.expression
+        if not isinstance(inner, exp.PercentileCont) or not isinstance(order, exp.Order) \
+                or len(order.expressions) != 1 or order.expressions[0].args.get("desc"):
+            raise self.error("WITHIN GROUP is supported as PERCENTILE_CONT(q) WITHIN GROUP "
+                             "(ORDER BY column)", node)
+        column, bounds = self._argument(node, order.expressions[0].this, named)
+        try:
+            return tables.quantile(column, self._number(inner.this, "percentile"), bounds)
+        except BayesdpError as exc:
+            raise self.error(_public(exc), node) from None
+
+    def _count_aggregate(self, agg: exp.Count, named: dict[str, exp.Expr]) -> tables.Aggregate:
+        arg = agg.this
+        if "contribution_bounds_per_row" in named:
+            raise self.error("COUNT takes contribution_bounds_per_group => (0, rows per unit)",
+                             named["contribution_bounds_per_row"])
+        if "contribution_bounds_per_group" in named:
+            lo, hi = self._bounds(named["contribution_bounds_per_group"])
+            if lo != 0 or hi != int(hi) or hi < 1:
+                raise self.error("COUNT's contribution_bounds_per_group must be (0, k) with k a "
+                                 "positive integer: each unit counts at most k rows per group",
+                                 named["contribution_bounds_per_group"])
+            self.max_rows.append((int(hi), named["contribution_bounds_per_group"]))
+        if isinstance(arg, exp.Distinct):
+            cols = arg.expressions
+            if len(cols) == 1 and isinstance(cols[0], exp.Column) and self.unit is not None \
+                    and self._column(cols[0]) == self.unit:
+                if named:
+                    raise self.error("COUNT(DISTINCT unit) takes no contribution bounds: each "
+                                     "unit counts once", agg)
+                return tables.count_units()
+            raise self.error("COUNT(DISTINCT ...) is supported for the privacy unit only "
+                             "(the number of people)", arg)
+        if arg is None or isinstance(arg, exp.Star):
+            return tables.count()
+        if isinstance(arg, exp.Column) and self.unit is not None and self._column(arg) == self.unit:
+            return tables.count()  # the unit is never null in a release (the builder checks)
+        raise self.error("COUNT(expression) is not supported yet (it needs expression aggregates); "
+                         "count rows with COUNT(*) and filter with WHERE expression IS NOT NULL", arg)
+
+    def _argument(self, agg: exp.Expr, arg: exp.Expr | None, named: dict[str, exp.Expr]
+                  ) -> tuple[str, tuple[float, float]]:
+        if isinstance(arg, exp.Distinct):
+            raise self.error("DISTINCT inside an aggregate is not supported (only COUNT(DISTINCT unit))", arg)
+        if not isinstance(arg, exp.Column):
+            raise self.error("an aggregate of an expression is not supported yet (it needs "
+                             "expression aggregates); aggregate a column", arg or agg)
+        name = self._column(arg)
+        if name == self.unit:
+            raise self.error(f"{self.call(agg)} is a function of the privacy unit: the only one "
+                             "allowed is counting it, COUNT(DISTINCT unit)", arg)
+        if named:
+            return name, self._bounds(next(iter(named.values())))
+        meta = self.table_meta.columns.get(name)
+        if meta is None or meta.bounds is None:
+            raise self.error(f"{self.call(agg)} has no bounds: give contribution_bounds_per_group "
+                             f"=> (low, high) or [tables.NAME.columns.{name}] bounds = [low, high] "
+                             "in the metadata (public limits, not read from the data)", agg)
+        return name, meta.bounds
+
+    def _bounds(self, node: exp.Expr) -> tuple[float, float]:
+        if not isinstance(node, exp.Tuple) or len(node.expressions) != 2:
+            raise self.error("contribution bounds are a pair (low, high) of numbers", node)
+        lo, hi = (self._number(n, "bound") for n in node.expressions)
+        return lo, hi
+
+    def _number(self, node: exp.Expr, what: str) -> float:
+        sign = 1.0
+        while isinstance(node, exp.Neg | exp.Paren):
+            if isinstance(node, exp.Neg):
+                sign = -sign
+            node = node.this
+        if isinstance(node, exp.Literal) and not node.is_string:
+            value = float(node.this)
+            return sign * (int(value) if value.is_integer() and "e" not in node.this.lower() else value)
+        raise self.error(f"{what} must be a number", node)
+
+    # -- keys, options --------------------------------------------------------------------------
+
+    def _keys(self, by: tuple[str, ...], where: exp.Where | None) -> list[tuple[Any, ...]] | None:
+        """Public keys: every group column's keys from the metadata, or from a top-level
+        `WHERE column IN (...)` on a column the metadata declares public."""
+        if not by:
+            return None
+        listed: dict[str, tuple[Any, ...]] = {}
+        for conjunct in _conjuncts(where.this) if where is not None else []:
+            if isinstance(conjunct, exp.In) and isinstance(conjunct.this, exp.Column) \
+                    and not conjunct.args.get("query") and not conjunct.args.get("unnest"):
+                col = self._column(conjunct.this)
+                meta = self.table_meta.columns.get(col)
+                if meta is not None and meta.public and all(isinstance(v, exp.Literal | exp.Neg)
+                                                            for v in conjunct.expressions):
+                    listed[col] = tuple(self._literal(v) for v in conjunct.expressions)
+        domains = []
+        for col in by:
+            meta = self.table_meta.columns.get(col)
+            if col in listed:
+                domains.append(listed[col])
+            elif meta is not None and meta.keys is not None:
+                domains.append(meta.keys)
+            else:
+                return None
+        return [tuple(k) for k in itertools.product(*domains)]
+
+    def _literal(self, node: exp.Expr) -> Any:
+        if isinstance(node, exp.Literal) and node.is_string:
+            return node.this
+        return self._number(node, "a key")
+
+    def _options(self, clause: dict[str, tuple[Any, exp.Expr]], epsilon: float | None,
+                 delta: float | None) -> dict[str, Any]:
+        stated = self.table_meta.options
+        out: dict[str, Any] = {k: stated[k] for k in ("epsilon", "delta", "max_groups_per_unit",
+                                                      "max_rows_per_group", "alpha", "noise") if k in stated}
+        renamed = {"max_groups_contributed": "max_groups_per_unit"}
+        for name, (value, _) in clause.items():
+            if name != "privacy_unit_column":
+                out[renamed.get(name, name)] = value
+        if clause and "max_groups_per_unit" not in out:
+            out["max_groups_per_unit"] = 1  # BigQuery's documented default
+        for name, given in (("epsilon", epsilon), ("delta", delta)):
+            if given is None:
+                continue
+            if name in clause and clause[name][0] != given:
+                raise self.error(f"{name}={given} is given as a parameter and {name} = "
+                                 f"{clause[name][0]} in the query: give it once", clause[name][1])
+            out[name] = given
+        if "epsilon" not in out:
+            raise SqlError("no epsilon: give epsilon= (or --epsilon), epsilon in the query's OPTIONS, "
+                           "or epsilon in the metadata")
+        rows = {k for k, _ in self.max_rows}
+        if len(rows) > 1:
+            raise self.error("COUNT contribution bounds differ: one number of rows per unit and "
+                             "group applies to the whole release", self.max_rows[1][1])
+        if rows:
+            k = rows.pop()
+            if out.get("max_rows_per_group", k) != k:
+                raise self.error(f"COUNT's contribution bound {k} differs from max_rows_per_group = "
+                                 f"{out['max_rows_per_group']}", self.max_rows[0][1])
+            out["max_rows_per_group"] = k
+        return out
+
+    def _count(self, node: exp.Expr | None) -> int | None:
+        if node is None:
+            return None
+        value = node.expression if isinstance(node, exp.Limit | exp.Offset) else node
+        number = self._number(value, "LIMIT and OFFSET") if value is not None else -1
+        if number < 0 or number != int(number):
+            raise self.error("LIMIT and OFFSET take a non-negative integer", value or node)
+        return int(number)
+
+
+def _public(exc: BaseException) -> str:
+    return str(getattr(exc, "public_message", None) or exc)
+
+
+def _is_call(node: exp.Expr) -> bool:
+    return isinstance(node, exp.AggFunc | NamedArguments | exp.WithinGroup | exp.Filter) and \
+        not isinstance(node.parent, NamedArguments | exp.WithinGroup | exp.Filter)
+
+
+def _aggregate_calls(node: exp.Expr) -> list[exp.Expr]:
+    """The outermost aggregate calls in `node` (with their named arguments, FILTER, WITHIN GROUP)."""
+    out = []
+    for n in node.walk():
+        if _is_call(n) and not any(_is_call(p) for p in _ancestors(n, node)):
+            out.append(n)
+    return out
+
+
+def _ancestors(node: exp.Expr, root: exp.Expr) -> list[exp.Expr]:
+    out = []
+    while node is not root and node.parent is not None:
+        node = node.parent
+        out.append(node)
+    return out
+
+
+def _outermost_call(node: exp.Expr) -> exp.Expr | None:
+    calls = _aggregate_calls(node)
+    return calls[0] if len(calls) == 1 and calls[0] is node else None
+
+
+def _outside_calls(node: exp.Expr) -> list[exp.Column]:
+    calls = _aggregate_calls(node)
+    return [c for c in node.find_all(exp.Column)
+            if not any(c is x or x in _ancestors(c, node) for x in calls)]
+
+
+def _conjuncts(node: exp.Expr) -> list[exp.Expr]:
+    if isinstance(node, exp.And):
+        return _conjuncts(node.this) + _conjuncts(node.expression)
+    if isinstance(node, exp.Paren):
+        return _conjuncts(node.this)
+    return [node]
+
+
+__all__ = ["Output", "Translation", "parse", "span", "translate"]

@@ -1,0 +1,104 @@
+"""Each refused construct: a SqlError naming it, pointing at its text in the query."""
+
+import pytest
+
+import bayesdp as bdp
+from bayesdp.sql import SqlError
+
+BQ = ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6, "
+      "privacy_unit_column = user_id) ")
+
+# (query, words the message must contain, the text the caret must start under)
+REFUSED = [
+    ("SELECT campaign, COUNT(*) FROM events JOIN other ON events.user_id = other.user_id "
+     "GROUP BY campaign", "JOIN", "other"),
+    ("SELECT COUNT(*) FROM events, other", "JOIN", "other"),
+    ("SELECT COUNT(*) FROM (SELECT * FROM events) AS e", "subquery", "(SELECT"),
+    ("SELECT COUNT(*) FROM events WHERE revenue > (SELECT AVG(revenue) FROM events)", "subquery",
+     "(SELECT"),
+    ("SELECT COUNT(*) FROM events WHERE EXISTS (SELECT 1 FROM events)", "subquery", "EXISTS"),
+    ("WITH e AS (SELECT * FROM events) SELECT COUNT(*) FROM e", "WITH", "e AS"),
+    ("SELECT campaign, SUM(revenue) OVER (PARTITION BY campaign) FROM events", "window", "SUM"),
+    ("SELECT COUNT(*) FROM events UNION ALL SELECT COUNT(*) FROM events", "UNION", "SELECT COUNT"),
+    ("SELECT COUNT(*) FROM events INTERSECT SELECT COUNT(*) FROM events", "INTERSECT", "SELECT"),
+    ("SELECT * FROM events", "SELECT *", "*"),
+    ("SELECT campaign, country, COUNT(*) FROM events GROUP BY campaign", "neither aggregated nor a group key",
+     "country"),
+    ("SELECT COUNT(*) + revenue FROM events", "neither aggregated nor a group key", "revenue"),
+    ("SELECT SUM(user_id) FROM events", "privacy unit", "user_id"),
+    ("SELECT COUNT(*) FROM events WHERE user_id = 42", "privacy unit", "user_id"),
+    ("SELECT user_id, COUNT(*) FROM events GROUP BY user_id", "privacy unit", "user_id"),
+    ("SELECT COUNT(DISTINCT campaign) FROM events", "privacy unit only", "DISTINCT"),
+    ("SELECT SUM(region) FROM events", "no bounds", "SUM"),
+    (BQ + "SUM(region) FROM events", "no bounds", "SUM"),
+    ("SELECT MIN(revenue) FROM events", "MIN is not a supported private aggregate", "MIN"),
+    ("SELECT SUM(revenue * 2) FROM events", "expression", "revenue * 2"),
+    ("SELECT COUNT(revenue) FROM events", "COUNT(expression)", "revenue"),
+    ("SELECT COUNT(*) FILTER (WHERE revenue > 1) FROM events", "FILTER", "COUNT"),
+    ("SELECT SUM(DISTINCT revenue) FROM events", "DISTINCT", "DISTINCT"),
+    ("SELECT SUM(SUM(revenue)) FROM events", "inside an aggregate", "SUM(revenue)"),
+    ("SELECT DISTINCT campaign FROM events", "SELECT DISTINCT", "DISTINCT"),
+    ("SELECT campaign, COUNT(*) FROM events GROUP BY ROLLUP (campaign)", "ROLLUP", "ROLLUP"),
+    ("SELECT COUNT(*) FROM events GROUP BY revenue > 10", "not expressions", "revenue"),
+    ("SELECT UPPER(campaign) FROM events GROUP BY campaign", "group key or contain an aggregate", "UPPER"),
+    ("SELECT 1 FROM events", "group key or contain an aggregate", "1"),
+    ("SELECT COUNT(*) FROM read_csv('secret.csv')", "FROM must name one table", "read_csv"),
+    ("SELECT COUNT(*) FROM nowhere", "not one of the tables", "nowhere"),
+    ("SELECT COUNT(*) FROM events; DROP TABLE events", "several statements", "DROP"),
+    ("DELETE FROM events", "only SELECT", "DELETE"),
+    ("SELECT COUNT(*) FROM events QUALIFY COUNT(*) > 1", "QUALIFY", "COUNT"),
+    ("SELECT COUNT(*) AS n, SUM(revenue) AS n FROM events", "used twice", "SUM"),
+    ("SELECT COUNT(*) FROM events HAVING LN(COUNT(*)) > 1", "LN on released values", "LN"),
+    (BQ.replace("epsilon = 1", "epsilon = 1, group_selection_strategy = PUBLIC_GROUPS")
+     + "COUNT(*) FROM events", "option 'group_selection_strategy'", "group_selection_strategy"),
+    (BQ.replace("epsilon = 1", "epsilon = 1, max_groups_contributed = NULL") + "COUNT(*) FROM events",
+     "NULL", "max_groups_contributed"),
+    (BQ + "SUM(revenue, contribution_bounds => (0, 1)) FROM events", "named argument", "contribution_bounds"),
+    (BQ + "COUNT(*, contribution_bounds_per_group => (1, 5)) FROM events", "(0, k)", "(1, 5)"),
+    (BQ.replace("user_id", "campaign") + "COUNT(*) FROM events", "differs from the metadata", "campaign"),
+    ("SELECT COUNT(*) FROM events e WHERE other.revenue > 1", "not the query's table", "other"),
+    ("SELECT COUNT(*) FROM events LIMIT -1", "LIMIT", "-1"),
+    ("SELECT campaign, COUNT(*) FROM events GROUP BY campaign ORDER BY 5", "position", "5"),
+    ("SELECT COUNT(*), SUM(revenue FROM events", "cannot be read", "FROM"),
+]
+
+
+@pytest.mark.parametrize(("query", "words", "at"), REFUSED, ids=[r[1] for r in REFUSED])
+def test_refused_with_construct_and_position(events, meta, query, words, at):
+    with pytest.raises(SqlError) as info:
+        bdp.sql(query, {"events": events}, metadata=meta, epsilon=1.0, rng=bdp.rng_for_tests(1))
+    exc = info.value
+    assert words in exc.message
+    assert exc.start is not None, exc.message
+    assert query[exc.start:].startswith(at), (query[exc.start:exc.end], exc.message)
+    lines = str(exc).splitlines()
+    assert lines[-1].strip().startswith("^")  # the caret line under the offending text
+
+
+def test_refusals_are_invalid_parameters(events, meta):
+    with pytest.raises(bdp.errors.InvalidParameter):
+        bdp.sql("SELECT * FROM events", {"events": events}, metadata=meta, epsilon=1.0)
+
+
+def test_no_privacy_unit_stated(events):
+    with pytest.raises(SqlError, match="privacy unit .* is not stated"):
+        bdp.sql("SELECT COUNT(*) FROM events", {"events": events}, epsilon=1.0)
+
+
+def test_epsilon_given_twice_differently(events):
+    with pytest.raises(SqlError, match="give it once"):
+        bdp.sql(BQ + "COUNT(*) FROM events", {"events": events}, epsilon=2.0)
+
+
+def test_no_epsilon(events, meta):
+    with pytest.raises(SqlError, match="no epsilon"):
+        bdp.sql("SELECT COUNT(*) FROM events", {"events": events}, metadata=meta)
+
+
+def test_caret_window_on_long_lines(events, meta):
+    query = "SELECT " + ", ".join(f"SUM(revenue) AS s{i}" for i in range(30)) + " FROM events JOIN x"
+    with pytest.raises(SqlError) as info:
+        bdp.sql(query, {"events": events}, metadata=meta, epsilon=1.0)
+    text, caret = str(info.value).splitlines()[-2:]
+    assert len(text) < 90
+    assert text[caret.index("^"):].startswith("x")
