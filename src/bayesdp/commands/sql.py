@@ -12,7 +12,7 @@ from typing import Any
 
 import duckdb
 
-from bayesdp.commands.release import with_progress, show
+from bayesdp.commands.release import show, with_progress
 from bayesdp.errors import invalid
 from bayesdp.privacy import Ledger
 from bayesdp.sql import sql

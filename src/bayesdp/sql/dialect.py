@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from sqlglot import exp
 from sqlglot.dialects.bigquery import BigQuery
-from sqlglot.tokens import TokenType
+from sqlglot.tokenizer_core import TokenType
 
 # BigQuery's differentially private aggregates (and the ones bayesdp adds) that take named arguments.
 NAMED_ARGUMENT_FUNCTIONS = ("AVG", "COUNT", "SUM", "PERCENTILE_CONT", "QUANTILE_CONT", "MEDIAN",
@@ -49,7 +49,7 @@ def _with_named(build: Any) -> Any:
     return builder
 
 
-class Parser(BigQuery.Parser):  # type: ignore[misc,name-defined]
+class Parser(BigQuery.Parser):  # type: ignore[misc,valid-type]
     FUNCTIONS: ClassVar[dict[str, Any]] = {
         **BigQuery.Parser.FUNCTIONS,
         **{name: _with_named(BigQuery.Parser.FUNCTIONS[name]) for name in NAMED_ARGUMENT_FUNCTIONS
@@ -93,7 +93,7 @@ def _named_arguments_sql(generator: Any, expression: NamedArguments) -> str:
     return f"{call[:-1]}, {named})"
 
 
-class Generator(BigQuery.Generator):  # type: ignore[misc,name-defined]
+class Generator(BigQuery.Generator):  # type: ignore[misc,valid-type]
     TRANSFORMS: ClassVar[dict[Any, Any]] = {**BigQuery.Generator.TRANSFORMS,
                                              NamedArguments: _named_arguments_sql}
 

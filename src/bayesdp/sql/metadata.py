@@ -41,7 +41,7 @@ class Column:
 class TableMetadata:
     """What the curator states about one table (every field optional)."""
 
-    privacy_unit: str | None | bool = None  # None: not stated; False: one row per person
+    privacy_unit: str | bool | None = None  # None: not stated; False: one row per person
     options: dict[str, Any] = field(default_factory=dict)  # max_groups_per_unit, epsilon, ...
     columns: dict[str, Column] = field(default_factory=dict)
 
@@ -66,12 +66,17 @@ def load(metadata: str | Path | Mapping[str, Any] | None) -> dict[str, TableMeta
     return {str(name): _table(f"{where}: tables.{name}", spec) for name, spec in tables.items()}
 
 
-def _table(where: str, spec: Any) -> TableMetadata:
+def _checked(where: str, spec: Any, allowed: tuple[str, ...]) -> Mapping[str, Any]:
     if not isinstance(spec, Mapping):
         raise DataError(f"{where} must be a table")
-    unknown = sorted(set(spec) - set(_TABLE_KEYS))
+    unknown = sorted(set(spec) - set(allowed))
     if unknown:
-        raise DataError(f"unknown key(s) {unknown} in {where}; allowed: {list(_TABLE_KEYS)}")
+        raise DataError(f"unknown key(s) {unknown} in {where}; allowed: {list(allowed)}")
+    return spec
+
+
+def _table(where: str, spec: Any) -> TableMetadata:
+    spec = _checked(where, spec, _TABLE_KEYS)
     unit = spec.get("privacy_unit")
     if not (unit is None or isinstance(unit, str) or unit is False):
         raise DataError(f"{where}.privacy_unit must be a column name, or false when each row "
@@ -85,11 +90,7 @@ def _table(where: str, spec: Any) -> TableMetadata:
 
 
 def _column(where: str, spec: Any) -> Column:
-    if not isinstance(spec, Mapping):
-        raise DataError(f"{where} must be a table")
-    unknown = sorted(set(spec) - set(_COLUMN_KEYS))
-    if unknown:
-        raise DataError(f"unknown key(s) {unknown} in {where}; allowed: {list(_COLUMN_KEYS)}")
+    spec = _checked(where, spec, _COLUMN_KEYS)
     bounds = spec.get("bounds")
     if bounds is not None and (not isinstance(bounds, list) or len(bounds) != 2):
         raise DataError(f"{where}.bounds must be [low, high]")

@@ -58,7 +58,8 @@ def finish(t: Translation, release: Release) -> Release:
     rows = rows[t.offset:] if t.limit is None else rows[t.offset:t.offset + t.limit]
     frame = pd.DataFrame({n: v[rows] for n, v in keys.items()}, index=pd.RangeIndex(len(rows)))
     return replace(release, keys=frame, derived=derived, columns=tuple(o.name for o in t.outputs),
-                   estimates={n: Estimate(e.value[rows], e.low[rows], e.high[rows]) for n, e in values.items()})
+                   estimates={n: Estimate(e.value[rows], e.low[rows], e.high[rows])
+                              for n, e in values.items()})
 
 
 class _Evaluator:
@@ -138,11 +139,11 @@ class _Evaluator:
         if isinstance(node, exp.Paren):
             return self.condition(node.this)
         if isinstance(node, exp.And):
-            return self.condition(node.this) & self.condition(node.expression)
+            return np.asarray(self.condition(node.this) & self.condition(node.expression))
         if isinstance(node, exp.Or):
-            return self.condition(node.this) | self.condition(node.expression)
+            return np.asarray(self.condition(node.this) | self.condition(node.expression))
         if isinstance(node, exp.Not):
-            return ~self.condition(node.this)
+            return np.asarray(~self.condition(node.this))
         if isinstance(node, exp.Boolean):
             return np.full(self.n, bool(node.this))
         if type(node) in _COMPARE:
@@ -152,8 +153,8 @@ class _Evaluator:
             return np.asarray(pd.isna(self.value(node.this).value), dtype=bool)
         if isinstance(node, exp.In) and not node.args.get("query"):
             a = self.value(node.this).value
-            return np.logical_or.reduce([np.asarray(a == self.value(v).value, dtype=bool)
-                                         for v in node.expressions] + [np.zeros(self.n, dtype=bool)])
+            hits = [np.asarray(a == self.value(v).value, dtype=bool) for v in node.expressions]
+            return np.asarray(np.logical_or.reduce([*hits, np.zeros(self.n, dtype=bool)]), dtype=bool)
         raise self.refuse(type(node).__name__.upper(), node)
 
     def sort_key(self, node: exp.Expr) -> np.ndarray:
@@ -161,5 +162,5 @@ class _Evaluator:
             position = int(node.this)
             if not 1 <= position <= len(self.t.outputs):
                 raise self.t.refuse(f"ORDER BY {position} is not a position in the SELECT list", node)
-            return self.outputs[self.t.outputs[position - 1].name].value
+            return np.asarray(self.outputs[self.t.outputs[position - 1].name].value)
         return self.value(node).value

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sqlglot import exp
-from sqlglot.tokens import Token, TokenType
+from sqlglot.tokenizer_core import Token, TokenType
 
 from bayesdp.errors import InvalidParameter
 
@@ -51,7 +51,7 @@ def span(node: exp.Expr | None, tokens: Sequence[Token] = ()) -> tuple[int | Non
         return None, None
     starts, ends = [], []
     for n in node.walk():
-        meta = n.meta if n._meta is not None else None  # noqa: SLF001 (do not create empty metas)
+        meta = n.meta if n._meta is not None else None
         if meta and "start" in meta:
             starts.append(meta["start"])
             ends.append(meta["end"] + 1)
@@ -59,7 +59,7 @@ def span(node: exp.Expr | None, tokens: Sequence[Token] = ()) -> tuple[int | Non
         return None, None
     start, end = min(starts), max(ends)
     at = next((i for i, t in enumerate(tokens) if t.start == start), None)
-    own = node._meta is not None and "start" in node.meta  # noqa: SLF001
+    own = node._meta is not None and "start" in node.meta
     if at is None or own:
         return start, end
     lead = next((v for k, v in _LEAD.items() if isinstance(node, k)), frozenset())

@@ -11,12 +11,12 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
-from sqlglot.tokens import Token, TokenType
+from sqlglot.tokenizer_core import Token, TokenType
 
 from bayesdp import tables
 from bayesdp.errors import BayesdpError
@@ -109,7 +109,8 @@ def parse(text: str) -> tuple[exp.Select, str, list[Token]]:
         raise refuse(f"{name} is not supported: a release is one SELECT over one table", text,
                      tree.expression, tokens)
     if not isinstance(tree, exp.Select):
-        raise SqlError(f"only SELECT queries can be released, not {tree.key.upper()}", text,
+        what = tree.key.upper() if tree is not None else "this"
+        raise SqlError(f"only SELECT queries can be released, not {what}", text,
                        tokens[0].start, tokens[0].end + 1)
     return tree, "bigquery" if dialect is BigQueryDP else "duckdb", tokens
 
@@ -125,8 +126,9 @@ def _parse_error(text: str, exc: ParseError) -> SqlError:
                     offset - width, offset)
 
 
-def translate(text: str, sources: Mapping[str, Any], *, metadata: str | Path | Mapping[str, Any] | None = None,
-              epsilon: float | None = None, delta: float | None = None) -> Translation:
+def translate(text: str, sources: Mapping[str, Any], *,
+              metadata: str | Path | Mapping[str, Any] | None = None, epsilon: float | None = None,
+              delta: float | None = None) -> Translation:
     """Check the query and build its Query (touches no data values: it reads the schema)."""
     tree, dialect, tokens = parse(text)
     return _Translator(text, tree, dialect, tokens, sources, load(metadata)).run(epsilon, delta)
@@ -159,16 +161,16 @@ class _Translator:
         except BayesdpError as exc:
             raise self.error(_public(exc), table_node) from None
         self.table, self.unit, self.columns = table, unit, table.columns
-        for node in tree.find_all(exp.Column):
-            self._column(node)
+        for col in tree.find_all(exp.Column):
+            self._column(col)
         where = tree.args.get("where")
         if where is not None:
             table = table.where(self._row_expression(where.this, "WHERE"))
         by = self._group_by()
         outputs = self._outputs(by)
-        for node in (tree.args.get("having"), tree.args.get("order")):
-            if node is not None:
-                self._collect(node)
+        for clause_node in (tree.args.get("having"), tree.args.get("order")):
+            if clause_node is not None:
+                self._collect(clause_node)
         keys = self._keys(by, where)
         grouped = table.group_by(by, keys=keys) if by else None
         try:
@@ -207,7 +209,8 @@ class _Translator:
                                  "on other people's rows", node)
         for item in tree.expressions:
             inner = item.this if isinstance(item, exp.Alias) else item
-            if isinstance(inner, exp.Star) or (isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)):
+            if isinstance(inner, exp.Star) or (isinstance(inner, exp.Column)
+                                               and isinstance(inner.this, exp.Star)):
                 raise self.error("SELECT * is not supported: select group keys and aggregates", item)
 
     def _table(self) -> exp.Table:
@@ -285,7 +288,7 @@ class _Translator:
             col.set("table", None)
         self._unit_free(node, role)
         try:
-            return row_expression(bare, self.columns, role=role).sql(dialect="duckdb")
+            return row_expression(cast(exp.Expression, bare), self.columns, role=role).text
         except BayesdpError as exc:
             raise self.error(_public(exc), node) from None
 
@@ -303,7 +306,8 @@ class _Translator:
             if group.args.get(arg):
                 raise self.error(f"GROUP BY {arg.upper().replace('_', ' ')} is not supported", group)
         by: list[str] = []
-        for node in group.expressions:
+        for item in group.expressions:
+            node: exp.Expr = item
             if isinstance(node, exp.Rollup | exp.Cube | exp.GroupingSets):
                 raise self.error(f"GROUP BY {node.key.upper().replace('GROUPINGSETS', 'GROUPING SETS')} "
                                  "is not supported", node)
@@ -330,7 +334,7 @@ class _Translator:
         """The SELECT item a GROUP BY name refers to when it is an alias, not a column."""
         for item in self.tree.expressions:
             if isinstance(item, exp.Alias) and item.alias == node.name:
-                return item.this
+                return cast(exp.Expr, item.this)
         return node
 
     def _outputs(self, by: tuple[str, ...]) -> list[Output]:
@@ -369,7 +373,8 @@ class _Translator:
             key = self.call(call)
             if key in self.names:
                 label = self.names[key]
-                if name is not None and label == key and key not in self.squared and name not in self.aggregates:
+                if name is not None and label == key and key not in self.squared \
+                        and name not in self.aggregates:
                     # first met inside an expression, now selected under an alias: take the alias
                     self.aggregates = {name if k == label else k: a for k, a in self.aggregates.items()}
                     self.names[key] = name
@@ -391,7 +396,8 @@ class _Translator:
             for kw in call.expressions:
                 name = kw.this.name.lower()
                 if name not in _BOUNDS:
-                    raise self.error(f"named argument {name!r} is not supported; use one of {list(_BOUNDS)}", kw)
+                    raise self.error(f"named argument {name!r} is not supported; use one of "
+                                     f"{list(_BOUNDS)}", kw)
                 if named:
                     raise self.error("give one contribution bound per aggregate", kw)
                 named[name] = kw.expression

@@ -65,8 +65,9 @@ class Release:
                 continue
             cols[name], cols[f"{name}_low"], cols[f"{name}_high"] = est.value, est.low, est.high
         if self.columns:
-            cols = {c: cols[c] for name in self.columns
-                    for c in ((name,) if name in self.keys.columns else (name, f"{name}_low", f"{name}_high"))}
+            triple = ("", "_low", "_high")
+            cols = {name + s: cols[name + s] for name in self.columns
+                    for s in (("",) if name in self.keys.columns else triple)}
         return pd.DataFrame(cols, index=pd.RangeIndex(len(self.keys)))
 
     def describe(self, name: str) -> str:

@@ -81,7 +81,7 @@ def test_refusals_are_invalid_parameters(events, meta):
 
 
 def test_no_privacy_unit_stated(events):
-    with pytest.raises(SqlError, match="privacy unit .* is not stated"):
+    with pytest.raises(SqlError, match=r"privacy unit .* is not stated"):
         bdp.sql("SELECT COUNT(*) FROM events", {"events": events}, epsilon=1.0)
 
 

@@ -1,0 +1,66 @@
+"""`bayesdp sql`: both dialects, output like `bayesdp release`, refusals with a caret, no traceback."""
+
+import pandas as pd
+
+from bayesdp.cli import main
+
+META = """
+[tables.events]
+privacy_unit = "user_id"
+max_groups_per_unit = 3
+epsilon = 1.0
+delta = 1e-6
+[tables.events.columns.revenue]
+bounds = [0, 100]
+[tables.events.columns.campaign]
+keys = ["spring", "summer", "fall"]
+"""
+
+
+def test_plain_sql_with_metadata_writes_table_and_report(events, tmp_path, capsys):
+    data, meta = tmp_path / "events.parquet", tmp_path / "meta.toml"
+    events.to_parquet(data)
+    meta.write_text(META)
+    out, report = tmp_path / "out.csv", tmp_path / "r.html"
+    query = "SELECT campaign, COUNT(*) AS n, AVG(revenue) AS avg_rev FROM events GROUP BY campaign"
+    code = main(["sql", query,
+                 "--table", f"events={data}", "--metadata", str(meta), "--out", str(out),
+                 "--report", str(report)])
+    assert code == 0
+    df = pd.read_csv(out)
+    assert list(df.columns) == ["campaign", "n", "n_low", "n_high", "avg_rev", "avg_rev_low", "avg_rev_high"]
+    assert list(df["campaign"]) == ["spring", "summer", "fall"]
+    assert "per user_id" in capsys.readouterr().out
+    assert "<img" in report.read_text()
+
+
+def test_bigquery_clause_and_ledger(events, tmp_path, capsys):
+    data = tmp_path / "events.csv"
+    events.to_csv(data, index=False)
+    assert main(["ledger", "init", str(tmp_path / "b.db"), "--epsilon", "5", "--delta", "1e-5",
+                 "--unit", "user_id"]) == 0
+    query = ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5, delta = 1e-6, "
+             "privacy_unit_column = user_id) COUNT(DISTINCT user_id) AS people FROM events")
+    assert main(["sql", query, "--table", f"events={data}", "--ledger", str(tmp_path / "b.db")]) == 0
+    assert "people" in capsys.readouterr().out
+    assert main(["ledger", "show", str(tmp_path / "b.db")]) == 0
+    assert "spent: ε=0.5 per user_id" in capsys.readouterr().out
+
+
+def test_refusal_shows_a_caret_and_no_traceback(events, tmp_path, capsys):
+    data, meta = tmp_path / "events.parquet", tmp_path / "meta.toml"
+    events.to_parquet(data)
+    meta.write_text(META)
+    code = main(["sql", "SELECT campaign, COUNT(*) FROM events\nJOIN other USING (user_id) GROUP BY campaign",
+                 "--table", f"events={data}", "--metadata", str(meta)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "JOIN is not supported" in err and "column 6" in err
+    text, caret = err.rstrip("\n").splitlines()[-2:]
+    assert text[caret.index("^"):].startswith("other USING")
+
+
+def test_bad_table_argument(tmp_path, capsys):
+    assert main(["sql", "SELECT COUNT(*) FROM events", "--table", "events.parquet"]) == 2
+    assert "NAME=PATH" in capsys.readouterr().err
