@@ -15,7 +15,8 @@ def test_clause_becomes_an_argument_of_the_select():
     clause = tree.args["differential_privacy"]
     assert isinstance(clause, DifferentialPrivacy)
     assert [(e.this.name, e.expression.sql()) for e in clause.expressions] == [
-        ("epsilon", "1"), ("delta", "1e-6"), ("max_groups_contributed", "5"), ("privacy_unit_column", "user_id")]
+        ("epsilon", "1"), ("delta", "1e-6"), ("max_groups_contributed", "5"),
+        ("privacy_unit_column", "user_id")]
     assert [e.alias_or_name for e in tree.expressions] == ["campaign", "n", "rev"]
 
 

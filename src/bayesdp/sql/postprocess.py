@@ -41,10 +41,9 @@ def finish(t: Translation, release: Release) -> Release:
             keys[out.name] = release.keys[out.key].to_numpy()
             continue
         values[out.name] = ev.value(out.node)
-        call = t.call(out.node)
-        if t.aggregates.get(call) != out.name or call in t.squared or not _is_call(out.node):
-            k = len({t.call(c) for c in _aggregate_calls(out.node)})
-            derived[out.name] = (f"{call}, computed from released values; its interval covers "
+        if t.aggregates.get(out.node) != out.name or out.node in t.squared or not _is_call(out.node):
+            k = len(set(_aggregate_calls(out.node)))
+            derived[out.name] = (f"{t.call(out.node)}, computed from released values; its interval covers "
                                  f"with probability ≥ {1 - k * release.alpha:.0%}")
     ev.outputs = {**{n: Estimate(v, v, v) for n, v in keys.items()}, **values}
     rows = np.arange(len(release))
@@ -78,8 +77,8 @@ class _Evaluator:
     def value(self, node: exp.Expr) -> Estimate:
         """A released value with its interval."""
         if _is_call(node):
-            est = self.release.estimates[self.t.aggregates[self.t.call(node)]]
-            if self.t.call(node) in self.t.squared:  # a standard deviation is ≥ 0: squaring is monotone
+            est = self.release.estimates[self.t.aggregates[node]]
+            if node in self.t.squared:  # a standard deviation is ≥ 0: squaring is monotone
                 return Estimate(est.value ** 2, est.low ** 2, est.high ** 2)
             return est
         if isinstance(node, exp.Paren):

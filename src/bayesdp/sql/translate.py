@@ -34,6 +34,8 @@ _CONSTRUCTS = {"with_": "WITH (a common table expression)", "joins": "JOIN", "di
                "qualify": "QUALIFY", "windows": "WINDOW", "laterals": "LATERAL", "sample": "TABLESAMPLE",
                "into": "SELECT INTO", "pivots": "PIVOT", "prewhere": "PREWHERE", "connect": "CONNECT BY",
                "match": "MATCH_RECOGNIZE", "hint": "a query hint", "locks": "FOR UPDATE"}
+_DUCKDB = sqlglot.Dialect.get_or_raise("duckdb")
+_BIGQUERY = BigQueryDP()
 _STD = (exp.Stddev, exp.StddevPop, exp.StddevSamp)
 _VARIANCE = (exp.Variance, exp.VariancePop)
 _SUPPORTED = (exp.Count, exp.Sum, exp.Avg, exp.Median, exp.PercentileCont, *_STD, *_VARIANCE)
@@ -56,8 +58,8 @@ class Translation:
     query: tables.Query
     options: dict[str, Any]
     outputs: tuple[Output, ...]
-    aggregates: dict[str, str]  # an aggregate call's SQL -> its name in the Query
-    squared: frozenset[str]  # calls released as a standard deviation and squared (VARIANCE)
+    aggregates: dict[exp.Expr, str]  # an aggregate call (compared by structure) -> its Query name
+    squared: frozenset[exp.Expr]  # calls released as a standard deviation and squared (VARIANCE)
     having: exp.Expr | None
     order: tuple[exp.Ordered, ...]
     limit: int | None
@@ -82,15 +84,14 @@ def parse(text: str) -> tuple[exp.Select, str, list[Token]]:
     `SELECT WITH DIFFERENTIAL_PRIVACY`, else DuckDB's (plain SQL, identifiers in double quotes)."""
     if not isinstance(text, str) or not text.strip():
         raise SqlError("the query is empty: give one SELECT statement")
-    dialect: Any = "duckdb"
+    dialect = _DUCKDB
     try:
-        tokens = BigQueryDP().tokenize(text)
+        tokens = dialect.tokenize(text)
         if len(tokens) > 2 and tokens[0].token_type == TokenType.SELECT and \
                 tokens[1].token_type == TokenType.WITH and tokens[2].text.upper() == "DIFFERENTIAL_PRIVACY":
-            dialect = BigQueryDP
-        else:
-            tokens = sqlglot.Dialect.get_or_raise("duckdb").tokenize(text)
-        statements = sqlglot.parse(text, dialect=dialect)
+            dialect = _BIGQUERY
+            tokens = dialect.tokenize(text)
+        statements = dialect.parser().parse(tokens, text)
     except ParseError as exc:
         raise _parse_error(text, exc) from None
     except TokenError as exc:
@@ -112,7 +113,7 @@ def parse(text: str) -> tuple[exp.Select, str, list[Token]]:
         what = tree.key.upper() if tree is not None else "this"
         raise SqlError(f"only SELECT queries can be released, not {what}", text,
                        tokens[0].start, tokens[0].end + 1)
-    return tree, "bigquery" if dialect is BigQueryDP else "duckdb", tokens
+    return tree, "bigquery" if dialect is _BIGQUERY else "duckdb", tokens
 
 
 def _parse_error(text: str, exc: ParseError) -> SqlError:
@@ -140,8 +141,9 @@ class _Translator:
         self.text, self.tree, self.dialect, self.tokens = text, tree, dialect, tokens
         self.sources, self.meta = sources, meta
         self.aggregates: dict[str, tables.Aggregate] = {}
-        self.names: dict[str, str] = {}
-        self.squared: set[str] = set()
+        self.names: dict[exp.Expr, str] = {}
+        self.squared: set[exp.Expr] = set()
+        self.auto: set[str] = set()  # names made from a call's SQL, not an alias
         self.max_rows: list[tuple[int, exp.Expr]] = []
 
     def error(self, message: str, node: exp.Expr | None) -> SqlError:
@@ -344,7 +346,7 @@ class _Translator:
             alias = item.alias if isinstance(item, exp.Alias) else None
             if _aggregate_calls(node):
                 name = alias or self.call(node)
-                self._collect(node, name if node is _outermost_call(node) else None)
+                self._collect(node, name if _is_call(node) else None)
                 for col in _outside_calls(node):
                     if self._column(col) not in by:
                         raise self.error(f"{col.name!r} is neither aggregated nor a group key", col)
@@ -370,23 +372,26 @@ class _Translator:
 
     def _collect(self, node: exp.Expr, name: str | None = None) -> None:
         for call in _aggregate_calls(node):
-            key = self.call(call)
-            if key in self.names:
-                label = self.names[key]
-                if name is not None and label == key and key not in self.squared \
+            if call in self.names:
+                label = self.names[call]
+                if name is not None and label in self.auto and call not in self.squared \
                         and name not in self.aggregates:
                     # first met inside an expression, now selected under an alias: take the alias
                     self.aggregates = {name if k == label else k: a for k, a in self.aggregates.items()}
-                    self.names[key] = name
+                    self.names[call] = name
                 continue
             agg, squared = self._aggregate(call)
-            label = name if name is not None and not squared else key
-            while label in self.aggregates:
-                label += "'"
+            if name is not None and not squared:
+                label = name
+            else:
+                label = self.call(call)
+                while label in self.aggregates:
+                    label += "'"
+                self.auto.add(label)
             self.aggregates[label] = agg
-            self.names[key] = label
+            self.names[call] = label
             if squared:
-                self.squared.add(key)
+                self.squared.add(call)
 
     def _aggregate(self, call: exp.Expr) -> tuple[tables.Aggregate, bool]:
         named: dict[str, exp.Expr] = {}
@@ -591,36 +596,24 @@ def _public(exc: BaseException) -> str:
 
 
 def _is_call(node: exp.Expr) -> bool:
-    return isinstance(node, exp.AggFunc | NamedArguments | exp.WithinGroup | exp.Filter) and \
-        not isinstance(node.parent, NamedArguments | exp.WithinGroup | exp.Filter)
+    """An aggregate call (with its named arguments, FILTER or WITHIN GROUP around it)."""
+    return isinstance(node, exp.AggFunc | NamedArguments | exp.WithinGroup | exp.Filter)
 
 
 def _aggregate_calls(node: exp.Expr) -> list[exp.Expr]:
-    """The outermost aggregate calls in `node` (with their named arguments, FILTER, WITHIN GROUP)."""
-    out = []
-    for n in node.walk():
-        if _is_call(n) and not any(_is_call(p) for p in _ancestors(n, node)):
-            out.append(n)
-    return out
-
-
-def _ancestors(node: exp.Expr, root: exp.Expr) -> list[exp.Expr]:
-    out = []
-    while node is not root and node.parent is not None:
-        node = node.parent
-        out.append(node)
-    return out
-
-
-def _outermost_call(node: exp.Expr) -> exp.Expr | None:
-    calls = _aggregate_calls(node)
-    return calls[0] if len(calls) == 1 and calls[0] is node else None
+    """The outermost aggregate calls in `node`."""
+    if _is_call(node):
+        return [node]
+    return [c for child in node.iter_expressions() for c in _aggregate_calls(child)]
 
 
 def _outside_calls(node: exp.Expr) -> list[exp.Column]:
-    calls = _aggregate_calls(node)
-    return [c for c in node.find_all(exp.Column)
-            if not any(c is x or x in _ancestors(c, node) for x in calls)]
+    """The columns of `node` outside its aggregate calls."""
+    if isinstance(node, exp.Column):
+        return [node]
+    if _is_call(node):
+        return []
+    return [c for child in node.iter_expressions() for c in _outside_calls(child)]
 
 
 def _conjuncts(node: exp.Expr) -> list[exp.Expr]:
