@@ -25,5 +25,5 @@ def meta() -> dict:
     return {"tables": {"events": {
     "privacy_unit": "user_id", "max_groups_per_unit": 3, "max_rows_per_group": 2, "delta": 1e-6,
     "columns": {"revenue": {"bounds": [0, 100]}, "country": {"public": True},
-                "campaign": {"keys": ["spring", "summer", "fall", "winter"]},
+                "campaign": {"keys": ["spring", "summer", "fall", "winter"], "bounds": [0, 1]},
                 "region": {"keys": [1, 2]}}}}}

@@ -167,24 +167,39 @@ class _Translator:
             self._column(col)
         where = tree.args.get("where")
         if where is not None:
-            table = table.where(self._row_expression(where.this, "WHERE"))
+            try:
+                table = table.where(self._row_expression(where.this, "WHERE"))
+            except BayesdpError as exc:
+                raise self.error(_public(exc), where.this) from None
         by = self._group_by()
         outputs = self._outputs(by)
         for clause_node in (tree.args.get("having"), tree.args.get("order")):
             if clause_node is not None:
                 self._collect(clause_node)
         keys = self._keys(by, where)
-        grouped = table.group_by(by, keys=keys) if by else None
+        try:
+            grouped = table.group_by(by, keys=keys) if by else None
+        except BayesdpError as exc:
+            raise self.error(_public(exc), tree.args.get("group")) from None
         try:
             query = grouped.agg(**self.aggregates) if grouped else table.agg(**self.aggregates)
         except BayesdpError as exc:
-            raise self.error(_public(exc), tree) from None
+            raise self.error(_public(exc), self._culprit(grouped or table)) from None
         order = tree.args.get("order")
         return Translation(
             self.text, query, self._options(clause, epsilon, delta), tuple(outputs), dict(self.names),
             frozenset(self.squared), tree.args["having"].this if tree.args.get("having") else None,
             tuple(order.expressions) if order else (), self._count(tree.args.get("limit")),
             self._count(tree.args.get("offset")) or 0, self.dialect, tuple(self.tokens))
+
+    def _culprit(self, target: Any) -> exp.Expr:
+        """The aggregate call the builder refuses (each tried alone, on the error path only)."""
+        for call, name in self.names.items():
+            try:
+                target.agg(**{name: self.aggregates[name]})
+            except BayesdpError:
+                return call
+        return self.tree
 
     # -- the shape of the query -----------------------------------------------------------------
 
