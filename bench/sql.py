@@ -105,6 +105,9 @@ def main() -> None:
     query = builder(rel)
     t = translate(BIGQUERY, sources)
     assert t.query.plan(**t.options).describe() == query.plan(1.0, 1e-6, max_groups_per_unit=5).describe()
+    same = bdp.sql(BIGQUERY, sources, rng=bdp.rng_for_tests(0)).to_pandas().equals(
+        query.release(1.0, 1e-6, max_groups_per_unit=5, rng=bdp.rng_for_tests(0)).to_pandas())
+    print(f"   same numbers for the same seed: {same}")
     for i in range(args.runs):  # alternated, and in turn first, so neither gains from going second
         def via_sql(i: int = i) -> None:
             sql_times.extend(timed(lambda: bdp.sql(BIGQUERY, sources, rng=bdp.rng_for_tests(i)), 1,
