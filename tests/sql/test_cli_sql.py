@@ -64,3 +64,13 @@ def test_refusal_shows_a_caret_and_no_traceback(events, tmp_path, capsys):
 def test_bad_table_argument(tmp_path, capsys):
     assert main(["sql", "SELECT COUNT(*) FROM events", "--table", "events.parquet"]) == 2
     assert "NAME=PATH" in capsys.readouterr().err
+
+
+def test_unwritable_output_fails_before_the_spend(events, tmp_path, capsys):
+    data, meta = tmp_path / "events.parquet", tmp_path / "meta.toml"
+    events.to_parquet(data)
+    meta.write_text(META)
+    code = main(["sql", "SELECT COUNT(*) FROM events", "--table", f"events={data}", "--metadata", str(meta),
+                 "--out", str(tmp_path / "missing" / "out.csv")])
+    assert code == 2
+    assert "--out" in capsys.readouterr().err

@@ -12,7 +12,7 @@ from typing import Any
 
 import duckdb
 
-from bayesdp.commands.release import show, with_progress
+from bayesdp.commands.release import check_outputs, show, with_progress
 from bayesdp.errors import invalid
 from bayesdp.privacy import Ledger
 from bayesdp.sql import sql
@@ -38,6 +38,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_outputs(args.out, args.report)
     con = duckdb.connect()
     sources = {}
     for item in args.table:
