@@ -49,6 +49,9 @@ REFUSED = [
     ("SELECT COUNT(*) FROM events QUALIFY COUNT(*) > 1", "QUALIFY", "COUNT"),
     ("SELECT COUNT(*) AS n, SUM(revenue) AS n FROM events", "used twice", "SUM"),
     ("SELECT COUNT(*) FROM events HAVING LN(COUNT(*)) > 1", "LN on released values", "LN"),
+    ("SELECT COUNT(*) FROM events HAVING COUNT(*) > '1'", "cannot be compared", "COUNT(*) > '1'"),
+    ("SELECT campaign, COUNT(*) + campaign FROM events GROUP BY campaign", "numbers on both sides",
+     "COUNT(*) + campaign"),
     (BQ.replace("epsilon = 1", "epsilon = 1, group_selection_strategy = PUBLIC_GROUPS")
      + "COUNT(*) FROM events", "option 'group_selection_strategy'", "group_selection_strategy"),
     (BQ.replace("epsilon = 1", "epsilon = 1, max_groups_contributed = NULL") + "COUNT(*) FROM events",
@@ -104,3 +107,11 @@ def test_caret_window_on_long_lines(events, meta):
     text, caret = str(info.value).splitlines()[-2:]
     assert len(text) < 90
     assert text[caret.index("^"):].startswith("x")
+
+
+def test_a_refused_post_processing_spends_nothing(events, meta, tmp_path):
+    ledger = bdp.Ledger(tmp_path / "budget.db", budget=bdp.Guarantee(1.0, 1e-5, unit="user_id"))
+    with pytest.raises(SqlError, match="LN on released values"):
+        bdp.sql("SELECT campaign, COUNT(*) FROM events GROUP BY campaign HAVING LN(COUNT(*)) > 1",
+                {"events": events}, metadata=meta, epsilon=0.5, ledger=ledger)
+    assert ledger.spent().epsilon == 0

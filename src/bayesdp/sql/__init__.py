@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import Any
 
 from bayesdp.noise import Rng
-from bayesdp.sql.postprocess import finish
+from bayesdp.sql.postprocess import finish, rehearse
 from bayesdp.sql.refusals import SqlError
 from bayesdp.sql.translate import Translation, translate
 from bayesdp.tables import Release
@@ -85,6 +85,7 @@ def sql(query: str, tables: Mapping[str, Any], *, metadata: str | Path | Mapping
     records the spend before any value is computed; `rng` is for tests only.
     """
     t = translate(query, tables, metadata=metadata, epsilon=epsilon, delta=delta)
+    rehearse(t)
     label = "sql: " + " ".join(query.split())
     release = t.query.release(ledger=ledger, rng=rng, label=label[:500], **t.options)
     return finish(t, release)

@@ -30,40 +30,59 @@ _COMPARE: dict[type, Callable[[Any, Any], Any]] = {
     exp.EQ: np.equal, exp.NEQ: np.not_equal}
 
 
+def rehearse(t: Translation) -> None:
+    """Post-process one made-up row before anything is spent: a query whose SELECT list, HAVING
+    or ORDER BY would be refused fails before its release, not after the budget is gone."""
+    engine = t.query.table.engine
+    keys = pd.DataFrame({c: [0.0] if engine.is_numeric(c) else ["a"] for c in t.query.by},
+                        index=pd.RangeIndex(1))
+    one = Estimate(np.ones(1), np.ones(1), np.ones(1))
+    _apply(t, keys, dict.fromkeys(t.query.aggregates, one), 0.05)
+
+
 def finish(t: Translation, release: Release) -> Release:
     """The release the query asks for: its SELECT list, then HAVING, ORDER BY, OFFSET and LIMIT."""
-    ev = _Evaluator(t, release)
+    frame, values, derived = _apply(t, release.keys, release.estimates, release.alpha)
+    return replace(release, keys=frame, estimates=values, derived=derived,
+                   columns=tuple(o.name for o in t.outputs))
+
+
+def _apply(t: Translation, released_keys: pd.DataFrame, estimates: dict[str, Estimate], alpha: float
+           ) -> tuple[pd.DataFrame, dict[str, Estimate], dict[str, str]]:
+    ev = _Evaluator(t, released_keys, estimates)
     keys: dict[str, np.ndarray] = {}
     values: dict[str, Estimate] = {}
     derived: dict[str, str] = {}
     for out in t.outputs:
         if out.key is not None:
-            keys[out.name] = release.keys[out.key].to_numpy()
+            keys[out.name] = released_keys[out.key].to_numpy()
             continue
         values[out.name] = ev.value(out.node)
         if t.aggregates.get(out.node) != out.name or out.node in t.squared or not _is_call(out.node):
             k = len(set(_aggregate_calls(out.node)))
-            derived[out.name] = (f"{t.call(out.node)}, computed from released values; its interval covers "
-                                 f"with probability ≥ {1 - k * release.alpha:.0%}")
+            derived[out.name] = (f"{t.call(out.node)}, computed from released values; its interval "
+                                 f"covers with probability ≥ {1 - k * alpha:.0%}")
     ev.outputs = {**{n: Estimate(v, v, v) for n, v in keys.items()}, **values}
-    rows = np.arange(len(release))
+    rows = np.arange(ev.n)
     if t.having is not None:
         rows = rows[np.asarray(ev.condition(t.having), dtype=bool)]
     for ordered in reversed(t.order):
         by = ev.sort_key(ordered.this)[rows]
-        ranked = pd.Series(by).sort_values(ascending=not ordered.args.get("desc"), kind="stable",
-                                           na_position="first" if ordered.args.get("nulls_first") else "last")
+        nulls = "first" if ordered.args.get("nulls_first") else "last"
+        try:
+            ranked = pd.Series(by).sort_values(ascending=not ordered.args.get("desc"), kind="stable",
+                                               na_position=nulls)
+        except TypeError:
+            raise t.refuse("ORDER BY needs values of one type", ordered) from None
         rows = rows[ranked.index.to_numpy()]
     rows = rows[t.offset:] if t.limit is None else rows[t.offset:t.offset + t.limit]
     frame = pd.DataFrame({n: v[rows] for n, v in keys.items()}, index=pd.RangeIndex(len(rows)))
-    return replace(release, keys=frame, derived=derived, columns=tuple(o.name for o in t.outputs),
-                   estimates={n: Estimate(e.value[rows], e.low[rows], e.high[rows])
-                              for n, e in values.items()})
+    return frame, {n: Estimate(e.value[rows], e.low[rows], e.high[rows]) for n, e in values.items()}, derived
 
 
 class _Evaluator:
-    def __init__(self, t: Translation, release: Release) -> None:
-        self.t, self.release, self.n = t, release, len(release)
+    def __init__(self, t: Translation, keys: pd.DataFrame, estimates: dict[str, Estimate]) -> None:
+        self.t, self.keys, self.estimates, self.n = t, keys, estimates, len(keys)
         self.outputs: dict[str, Estimate] = {}
 
     def refuse(self, what: str, node: exp.Expr) -> Exception:
@@ -77,7 +96,7 @@ class _Evaluator:
     def value(self, node: exp.Expr) -> Estimate:
         """A released value with its interval."""
         if _is_call(node):
-            est = self.release.estimates[self.t.aggregates[node]]
+            est = self.estimates[self.t.aggregates[node]]
             if node in self.t.squared:  # a standard deviation is ≥ 0: squaring is monotone
                 return Estimate(est.value ** 2, est.low ** 2, est.high ** 2)
             return est
@@ -93,7 +112,10 @@ class _Evaluator:
             a = self.value(node.this)
             return Estimate(-a.value, -a.high, -a.low)
         if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div):
-            return self.arithmetic(node)
+            try:
+                return self.arithmetic(node)
+            except (TypeError, ValueError, np.exceptions.DTypePromotionError):
+                raise self.t.refuse("arithmetic needs numbers on both sides", node) from None
         if isinstance(node, exp.Round):
             a = self.value(node.this)
             d = node.args.get("decimals")
@@ -111,8 +133,8 @@ class _Evaluator:
     def column(self, node: exp.Column) -> Estimate:
         if node.name in self.outputs and not node.table:
             return self.outputs[node.name]
-        if node.name in self.release.keys.columns:
-            v = self.release.keys[node.name].to_numpy()
+        if node.name in self.keys.columns:
+            v = self.keys[node.name].to_numpy()
             return Estimate(v, v, v)
         raise self.t.refuse(f"{node.name!r} is neither a group key nor a name in the SELECT list", node)
 
@@ -147,7 +169,10 @@ class _Evaluator:
             return np.full(self.n, bool(node.this))
         if type(node) in _COMPARE:
             a, b = self.value(node.this).value, self.value(node.expression).value
-            return np.asarray(_COMPARE[type(node)](a, b), dtype=bool)
+            try:
+                return np.asarray(_COMPARE[type(node)](a, b), dtype=bool)
+            except (TypeError, ValueError, np.exceptions.DTypePromotionError):
+                raise self.t.refuse("the two sides cannot be compared (a number and text?)", node) from None
         if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
             return np.asarray(pd.isna(self.value(node.this).value), dtype=bool)
         if isinstance(node, exp.In) and not node.args.get("query"):
