@@ -9,12 +9,8 @@ import bayesdp as bdp
 pytest.importorskip("pyspark")
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-# WHERE needs the builder to render checked expressions for Spark; these cases have none.
-SPARK_CASES = [c for c in CASES if "WHERE" not in c[1]]
-
-
-@pytest.mark.parametrize(("query", "with_meta", "builder", "options"), [c[1:] for c in SPARK_CASES],
-                         ids=[c[0] for c in SPARK_CASES])
+@pytest.mark.parametrize(("query", "with_meta", "builder", "options"), [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
 def test_sql_on_spark_releases_what_the_builder_releases(spark, events, meta, query, with_meta, builder,
                                                          options):
     frame = spark.createDataFrame(events)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -68,7 +68,7 @@ def _apply(t: Translation, released_keys: pd.DataFrame, estimates: dict[str, Est
         rows = rows[np.asarray(ev.condition(t.having), dtype=bool)]
     for ordered in reversed(t.order):
         by = ev.sort_key(ordered.this)[rows]
-        nulls = "first" if ordered.args.get("nulls_first") else "last"
+        nulls: Literal["first", "last"] = "first" if ordered.args.get("nulls_first") else "last"
         try:
             ranked = pd.Series(by).sort_values(ascending=not ordered.args.get("desc"), kind="stable",
                                                na_position=nulls)

@@ -20,9 +20,11 @@ from sqlglot.tokenizer_core import Token, TokenType
 
 from bayesdp import tables
 from bayesdp.errors import BayesdpError
+from bayesdp.expressions import row_expression
 from bayesdp.sql.dialect import BigQueryDP, DifferentialPrivacy, NamedArguments
 from bayesdp.sql.metadata import TableMetadata, load
 from bayesdp.sql.refusals import SqlError, refuse, span
+from bayesdp.tables.engines.duckdb import DuckDBEngine
 
 # BigQuery's options of the clause, and the ones bayesdp adds (its release parameters).
 _OPTIONS = ("epsilon", "delta", "max_groups_contributed", "privacy_unit_column", "max_rows_per_group",
@@ -298,16 +300,17 @@ class _Translator:
         return node.name
 
     def _row_expression(self, node: exp.Expr, role: str) -> str:
-        from bayesdp.expressions import row_expression
-
+        """The checked expression as the table's engine runs it (rendered SQL checks again to
+        itself, so the builder may check it once more)."""
         bare = node.copy()
         for col in bare.find_all(exp.Column):
             col.set("table", None)
         self._unit_free(node, role)
         try:
-            return row_expression(cast(exp.Expression, bare), self.columns, role=role).text
+            checked = row_expression(cast(exp.Expression, bare), self.columns, role=role)
         except BayesdpError as exc:
             raise self.error(_public(exc), node) from None
+        return checked.sql("duckdb" if isinstance(self.table.engine, DuckDBEngine) else "spark")
 
     def _unit_free(self, node: exp.Expr, role: str) -> None:
         for col in node.find_all(exp.Column):
