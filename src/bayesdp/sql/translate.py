@@ -19,8 +19,8 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokenizer_core import Token, TokenType
 
 from bayesdp import tables
-from bayesdp.errors import BayesdpError
-from bayesdp.expressions import row_expression
+from bayesdp.errors import BayesdpError, InvalidParameter
+from bayesdp.expressions import RowExpression, row_expression
 from bayesdp.sql.dialect import BigQueryDP, DifferentialPrivacy, NamedArguments
 from bayesdp.sql.metadata import TableMetadata, load
 from bayesdp.sql.refusals import SqlError, refuse, span
@@ -169,10 +169,14 @@ class _Translator:
             self._column(col)
         where = tree.args.get("where")
         if where is not None:
+            checked = self._row_expression(where.this, "WHERE")
             try:
-                table = table.where(self._row_expression(where.this, "WHERE"))
-            except BayesdpError as exc:
-                raise self.error(_public(exc), where.this) from None
+                table = table.where(cast(Any, checked))
+            except InvalidParameter:
+                # A builder whose where() takes SQL text only: the checked tree, rendered for the
+                # table's engine.
+                table = table.where(checked.sql("duckdb" if isinstance(table.engine, DuckDBEngine)
+                                                else "spark"))
         by = self._group_by()
         outputs = self._outputs(by)
         for clause_node in (tree.args.get("having"), tree.args.get("order")):
@@ -299,18 +303,15 @@ class _Translator:
             raise self.error("a column is named by itself or by table.column", node)
         return node.name
 
-    def _row_expression(self, node: exp.Expr, role: str) -> str:
-        """The checked expression as the table's engine runs it (rendered SQL checks again to
-        itself, so the builder may check it once more)."""
+    def _row_expression(self, node: exp.Expr, role: str) -> RowExpression:
         bare = node.copy()
         for col in bare.find_all(exp.Column):
             col.set("table", None)
         self._unit_free(node, role)
         try:
-            checked = row_expression(cast(exp.Expression, bare), self.columns, role=role)
+            return row_expression(cast(exp.Expression, bare), self.columns, role=role)
         except BayesdpError as exc:
             raise self.error(_public(exc), node) from None
-        return checked.sql("duckdb" if isinstance(self.table.engine, DuckDBEngine) else "spark")
 
     def _unit_free(self, node: exp.Expr, role: str) -> None:
         for col in node.find_all(exp.Column):
