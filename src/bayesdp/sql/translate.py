@@ -19,12 +19,11 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokenizer_core import Token, TokenType
 
 from bayesdp import tables
-from bayesdp.errors import BayesdpError, InvalidParameter
+from bayesdp.errors import BayesdpError
 from bayesdp.expressions import RowExpression, row_expression
 from bayesdp.sql.dialect import BigQueryDP, DifferentialPrivacy, NamedArguments
 from bayesdp.sql.metadata import TableMetadata, load
 from bayesdp.sql.refusals import SqlError, refuse, span
-from bayesdp.tables.engines.duckdb import DuckDBEngine
 
 # BigQuery's options of the clause, and the ones bayesdp adds (its release parameters).
 _OPTIONS = ("epsilon", "delta", "max_groups_contributed", "privacy_unit_column", "max_rows_per_group",
@@ -169,14 +168,7 @@ class _Translator:
             self._column(col)
         where = tree.args.get("where")
         if where is not None:
-            checked = self._row_expression(where.this, "WHERE")
-            try:
-                table = table.where(cast(Any, checked))
-            except InvalidParameter:
-                # A builder whose where() takes SQL text only: the checked tree, rendered for the
-                # table's engine.
-                table = table.where(checked.sql("duckdb" if isinstance(table.engine, DuckDBEngine)
-                                                else "spark"))
+            table = table.where(self._row_expression(where.this, "WHERE"))
         by = self._group_by()
         outputs = self._outputs(by)
         for clause_node in (tree.args.get("having"), tree.args.get("order")):
