@@ -142,6 +142,7 @@ REFUSED = [
     ("a > 0; DROP TABLE t", "';'"),
     ("a > 0;", "';'"),
     ("a >", "cannot parse"),
+    ("@", "function abs with a missing operand"),
     ("", "non-empty"),
     ("E'x' = s", "escape-string literal"),
     ("'a' COLLATE nocase = s", "collate"),

@@ -327,6 +327,9 @@ class _Checker:
             return
         if kind not in _STRUCTURE and kind not in FUNCTIONS:
             raise self.refuse(node)
+        missing = [k for k, required in node.arg_types.items() if required and node.args.get(k) is None]
+        if missing and kind not in (exp.Null, exp.Boolean):
+            raise self.refuse(node, f"{_named(node)} with a missing operand")
         for child in node.iter_expressions():
             self.check(child)
 
