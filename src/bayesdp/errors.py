@@ -62,6 +62,9 @@ def invalid(name: str, value: Any, allowed: str) -> InvalidParameter:
 
 
 def check_finite(name: str, value: Any) -> float:
+    """`value` as a float; text and booleans are refused, not converted (epsilon="1" is a mistake)."""
+    if isinstance(value, str | bytes | bool):
+        raise invalid(name, value, "a finite number (not text or a boolean)")
     try:
         x = float(value)
     except (TypeError, ValueError):

@@ -34,6 +34,7 @@ def test_printable_and_equal_ignoring_mechanism():
     g = Guarantee(0.5, 1e-6, unit="user")
     assert str(g) == "ε=0.5, δ=1e-06 per user (add/remove neighbours)"
     assert str(Guarantee(1)) == "ε=1 per row (add/remove neighbours)"
+    assert str(Guarantee(1, relation="replace_one")) == "ε=1 per row (replace-one neighbours)"
     z = Guarantee.zcdp(0.125, delta=1e-6)
     assert str(z).startswith("ρ=0.125-zCDP (ε=")
     assert Guarantee(1, mechanism=object()) == Guarantee(1)

@@ -14,7 +14,7 @@ def test_columns_are_checked_with_suggestions(events):
     t = bdp.table(events, privacy_unit="user_id")
     with pytest.raises(DataError, match="did you mean 'campaign'"):
         t.group_by("Campaign")
-    with pytest.raises(DataError, match="not numeric"):
+    with pytest.raises(DataError, match="not numbers"):
         t.agg(x=bdp.sum("campaign", bounds=(0, 1)))
 
 
@@ -65,3 +65,37 @@ def test_public_keys_must_suit_their_column(events):
 def test_histogram_bins_are_bounded():
     with pytest.raises(InvalidParameter, match="bins"):
         bdp.histogram("v", bins=1_000_001, bounds=(0, 1))
+
+
+def test_engine_input_errors_say_what_to_do(tmp_path):
+    text = pd.DataFrame({"u": range(3), "x": pd.Series([1.0, "n/a", 2.0], dtype=object)})
+    with pytest.raises(DataError, match="'x' of s holds VARCHAR values, not numbers: convert it"):
+        bdp.table(text, "u").agg(s=bdp.sum("x", bounds=(0, 2)))
+    (tmp_path / "empty.csv").write_text("")
+    with pytest.raises(DataError, match="is empty"):
+        bdp.table(tmp_path / "empty.csv", None)
+    (tmp_path / "header.csv").write_text("x,y\n")
+    with pytest.raises(DataError, match="the table is empty") as header:
+        bdp.table(tmp_path / "header.csv", None).agg(s=bdp.sum("x", bounds=(0, 2)))
+    assert "VARCHAR" not in str(header.value)
+    (tmp_path / "garbage.csv").write_bytes(bytes(range(256)) * 20)
+    with pytest.raises(DataError, match=r"as CSV: .*header row") as garbage:
+        bdp.table(tmp_path / "garbage.csv", None)
+    assert "Candidates" not in str(garbage.value) and "\n" not in str(garbage.value)
+
+
+def test_infinite_values_are_refused_not_clipped():
+    df = pd.DataFrame({"u": range(10), "x": [np.inf] + [1.0] * 9})
+    with pytest.raises(DataError, match=r"'x' hold infinite values .* where filter") as err:
+        bdp.table(df, "u").agg(s=bdp.sum("x", bounds=(0, 2))).release(1.0)
+    assert err.value.private_detail == "1 kept rows of 'x'"
+    assert "1 kept" not in err.value.public_message
+
+
+@pytest.mark.parametrize("bad", ["1", b"1", True])
+def test_numbers_given_as_text_are_refused(bad):
+    q = bdp.table(pd.DataFrame({"u": range(3)}), "u").agg(n=bdp.count())
+    with pytest.raises(InvalidParameter, match=r"epsilon=.* \(not text or a boolean\)"):
+        q.release(epsilon=bad)
+    with pytest.raises(InvalidParameter, match="bounds"):
+        bdp.sum("x", bounds=("0", 1))

@@ -56,7 +56,7 @@ def test_release_command_errors_are_one_line(events, tmp_path, capsys):
     bad = tmp_path / "bad.parquet"
     bad.write_text("not parquet")
     assert main(["release", str(bad), "--spec", str(spec), "--epsilon", "1"]) == 2
-    assert "cannot parse" in " ".join(capsys.readouterr().err.split())
+    assert "cannot read" in " ".join(capsys.readouterr().err.split())
 
 
 def test_release_spec_filters_are_checked(events, tmp_path, capsys):

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 Relation = Literal["add_remove", "replace_one"]
 RELATIONS: tuple[str, ...] = ("add_remove", "replace_one")
+RELATION_NAMES = {"add_remove": "add/remove", "replace_one": "replace-one"}  # as printed
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ class Guarantee:
             if self.rho is not None
             else (f"ε={self.epsilon:.6g}" + (f", δ={self.delta:.3g}" if self.delta else ""))
         )
-        return f"{head} per {self.unit} ({self.relation.replace('_', '/')} neighbours)"
+        return f"{head} per {self.unit} ({RELATION_NAMES[self.relation]} neighbours)"
 
     # -- composition and conversion ------------------------------------------------------
 

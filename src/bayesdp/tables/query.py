@@ -117,6 +117,14 @@ class Table:
         return Grouped(self, (), None).agg(**aggregates)
 
 
+def _not_numeric(engine: Engine, column: str, name: str) -> DataError:
+    if engine.is_empty():
+        return DataError("the table is empty (it has no rows): there is nothing to release")
+    return DataError(f"column {column!r} of {name} holds {engine.schema()[column]} values, not "
+                     "numbers: convert it to a numeric type first (text such as 'n/a' to null), "
+                     "or choose a numeric column")
+
+
 def _public_keys(keys: Sequence[Any], width: int) -> tuple[tuple[Any, ...], ...]:
     if isinstance(keys, str | bytes) or not hasattr(keys, "__iter__"):
         raise invalid("keys", keys, "None (private keys) or a list of key values")
@@ -176,9 +184,7 @@ class Grouped:
             if a.column is not None:
                 check_column(a.column, self.table.columns, f"aggregate {name!r}")
                 if not self.table.engine.is_numeric(a.column):
-                    raise DataError(f"column {a.column!r} of {name} is not numeric "
-                                    f"({self.table.engine.schema()[a.column]}); cast it in a "
-                                    "filter-free view or choose a numeric column")
+                    raise _not_numeric(self.table.engine, a.column, name)
             if name in self.by:
                 raise invalid(name, a, "an aggregate name that is not also a group column")
         return Query(self.table, self.by, self.keys, dict(aggregates))
@@ -252,6 +258,12 @@ class Query:
             raise DataError(f"privacy_unit {self.table.privacy_unit!r} is null in some rows: every "
                             "row needs its unit (drop them with .where(...) if they belong to nobody)",
                             private_detail=f"null in {exact.diagnostics.null_units:,} rows")
+        infinite = [c for c, k in exact.diagnostics.infinite.items() if k]
+        if infinite:
+            raise DataError(f"column(s) {', '.join(map(repr, infinite))} hold infinite values "
+                            "(inf or -inf) that clipping would silently turn into the bounds: "
+                            "replace them with null or drop them with a where filter, for "
+                            f"example isfinite({infinite[0]})")
         index, keys = self._released(plan, exact.groups, exact.units, gen)
         def full_grid(cells: Cells) -> CellWindow:
             # The same seed keeps the same rows, so this reads the grid of the same bounded data.
@@ -297,9 +309,12 @@ class Query:
         found = groups.assign(__gi=np.arange(len(groups)))
         try:
             merged = public.merge(found, on=list(self.by), how="left", sort=False)
-        except (ValueError, TypeError) as exc:
-            raise DataError("public keys do not match the type of the group columns",
-                            private_detail=str(exc)) from None
+        except (ValueError, TypeError):
+            schema = self.table.engine.schema()
+            types = ", ".join(f"{c!r} is {schema[c]} but the keys give {public[c].dtype}"
+                              for c in self.by if public[c].dtype != found[c].dtype)
+            raise DataError(f"the public keys do not have the type of the group columns ({types}): "
+                            "give keys of the column's type (for example 1, not '1')") from None
         index = merged["__gi"].fillna(-1).to_numpy(np.int64)
         return index, public
 

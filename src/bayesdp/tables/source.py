@@ -34,11 +34,16 @@ def engine_for(source: Any, connection: duckdb.DuckDBPyConnection | None = None)
         path = Path(source).expanduser()
         if not path.exists():
             raise DataError(f"file {str(path)!r} does not exist")
-        literal = "'" + str(path).replace("'", "''") + "'"
         reader = _reader(path)
-        with duckdb_errors(f"cannot parse {str(path)!r}"):  # the parser's text may quote a line
+        if path.is_file() and path.stat().st_size == 0:
+            raise DataError(f"file {str(path)!r} is empty (0 bytes): there is nothing to release")
+        literal = "'" + str(path).replace("'", "''") + "'"
+        try:
             rel = con.sql(f"SELECT * FROM {reader}({literal})")
             rel.columns  # noqa: B018 (binding the scan reads the header and fails on bad files)
+        except duckdb.Error as exc:  # DuckDB's text may quote a line of the file: private
+            raise DataError(_unreadable(path, reader, exc),
+                            private_detail=str(exc).split("\n", 1)[0]) from None
         return DuckDBEngine(rel)
     module = type(source).__module__.split(".")[0]
     with duckdb_errors(f"cannot read the {module} input"):
@@ -50,6 +55,15 @@ def engine_for(source: Any, connection: duckdb.DuckDBPyConnection | None = None)
             return DuckDBEngine(con.from_arrow(source))
     raise DataError(f"cannot read a {type(source).__name__}: give a file path, a pandas or Polars "
                     "data frame, an Arrow table or a DuckDB relation")
+
+
+def _unreadable(path: Path, reader: str, exc: duckdb.Error) -> str:
+    """What to do about a file DuckDB cannot read (its sniffer's search space is no help)."""
+    kind = {"read_csv": "CSV", "read_parquet": "Parquet", "read_json_auto": "JSON"}[reader]
+    sniffed = "sniff" in str(exc).lower() or "dialect" in str(exc).lower()
+    why = ": no consistent delimiter, quoting or columns were found" if sniffed else ""
+    hint = " text with a header row (or convert it to Parquet)" if kind == "CSV" else ""
+    return f"cannot read {str(path)!r} as {kind}{why}. Check that the file is {kind}{hint}"
 
 
 def check_column(name: str, columns: list[str], role: str) -> str:

@@ -130,6 +130,7 @@ class Diagnostics:
     dropped_by_keys: int
     null_units: int
     nulls: dict[str, int] = field(default_factory=dict)
+    infinite: dict[str, int] = field(default_factory=dict)
     clipped: dict[Measure | Cells | Bins, int] = field(default_factory=dict)
 
 
@@ -153,18 +154,21 @@ class ExactAggregates:
 
 def read_measures(
     stats: pd.DataFrame, req: BoundingRequest, values: list[str]
-) -> tuple[dict[Measure, np.ndarray], dict[Measure | Cells | Bins, int], dict[str, int]]:
-    """Moments, clipped counts and null counts from an engine's per-group statistics.
+) -> tuple[dict[Measure, np.ndarray], dict[Measure | Cells | Bins, int], dict[str, int],
+           dict[str, int]]:
+    """Moments, clipped counts, null counts and infinite counts from an engine's per-group
+    statistics.
 
     Engines name the columns __n{i}, __s{i}, __q{i}, __c{i} for measure i (count, clipped sum,
-    clipped sum of squares, clipped values) and __null{j} for value column j.
+    clipped sum of squares, clipped values) and __null{j}, __inf{j} for value column j.
     """
     moments = {m: stats[[f"__n{i}", f"__s{i}", f"__q{i}"]].to_numpy(np.float64)
                for i, m in enumerate(req.measures)}
     clipped: dict[Measure | Cells | Bins, int] = {
         m: int(stats[f"__c{i}"].sum()) for i, m in enumerate(req.measures)}
     nulls = {c: int(stats[f"__null{j}"].sum()) for j, c in enumerate(values)}
-    return moments, clipped, nulls
+    infinite = {c: int(stats[f"__inf{j}"].sum()) for j, c in enumerate(values)}
+    return moments, clipped, nulls, infinite
 
 
 REJECTED = "rejected the query: an expression, a key or a column type does not fit the data"

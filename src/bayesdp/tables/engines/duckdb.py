@@ -202,11 +202,12 @@ class DuckDBEngine:
                      f"coalesce(sum(({c}) * ({c})), 0) AS __q{i}",
                      f"count(*) FILTER ({v} < {meas.lo!r} OR {v} > {meas.hi!r}) AS __c{i}"]
         for j in range(len(values)):
-            cols.append(f"count(*) FILTER (__v{j} IS NULL) AS __null{j}")
+            cols += [f"count(*) FILTER (__v{j} IS NULL) AS __null{j}",
+                     f"count(*) FILTER (isinf(__v{j})) AS __inf{j}"]
         stats_df = self.frame(f"SELECT {key_sel}{', '.join(cols)} FROM {kept} {group_by}")
         kept_rows = int(stats_df["__rows"].sum())
         groups = stats_df[list(req.keys)].reset_index(drop=True)
-        moments, clipped, nulls = read_measures(stats_df, req, values)
+        moments, clipped, nulls, infinite = read_measures(stats_df, req, values)
         cells = {}
         for spec in req.cells:
             cells[spec], clipped[spec] = self._cells(kept, req, values, spec, groups)
@@ -216,7 +217,7 @@ class DuckDBEngine:
         diag = Diagnostics(rows=rows_total, kept_rows=kept_rows,
                            dropped_by_bounding=rows_total - outside - null_units - kept_rows,
                            dropped_by_keys=outside, null_units=null_units, nulls=nulls,
-                           clipped=clipped)
+                           infinite=infinite, clipped=clipped)
         return ExactAggregates(groups=groups, units=stats_df["__units"].to_numpy(np.int64),
                                rows=stats_df["__rows"].to_numpy(np.int64), moments=moments,
                                cells=cells, bins=bins, diagnostics=diag)

@@ -287,10 +287,12 @@ def _collect(pairs: DataFrame, req: BoundingRequest, values: list[str]) -> Exact
                  F.coalesce(F.sum(c * c), F.lit(0.0)).alias(f"__q{i}"),
                  _count_if((v < meas.lo) | (v > meas.hi)).alias(f"__c{i}")]
     for j in range(len(values)):
-        cols.append(_count_if(F.col(f"__v{j}").isNull()).alias(f"__null{j}"))
+        v = F.col(f"__v{j}")
+        cols += [_count_if(v.isNull()).alias(f"__null{j}"),
+                 _count_if(v.isin(math.inf, -math.inf)).alias(f"__inf{j}")]
     stats = _grouped(rows, req.keys, cols)
     groups = stats[list(req.keys)].reset_index(drop=True)
-    moments, clipped, nulls = read_measures(stats, req, values)
+    moments, clipped, nulls, infinite = read_measures(stats, req, values)
     cells = {}
     for spec in req.cells:
         cells[spec], clipped[spec] = _cell_window(rows, req, values, spec, groups)
@@ -306,7 +308,8 @@ def _collect(pairs: DataFrame, req: BoundingRequest, values: list[str]) -> Exact
         bins[bspec], clipped[bspec] = out, int(df["__clip"].sum())
     diag = Diagnostics(rows=rows_total, kept_rows=kept,
                        dropped_by_bounding=rows_total - by_keys - null_units - kept,
-                       dropped_by_keys=by_keys, null_units=null_units, nulls=nulls, clipped=clipped)
+                       dropped_by_keys=by_keys, null_units=null_units, nulls=nulls,
+                       infinite=infinite, clipped=clipped)
     return ExactAggregates(groups=groups, units=stats["__units"].to_numpy(np.int64),
                            rows=stats["__rows"].to_numpy(np.int64), moments=moments,
                            cells=cells, bins=bins, diagnostics=diag)
