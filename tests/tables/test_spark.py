@@ -143,7 +143,7 @@ def test_bad_input_gives_the_duckdb_messages(spark, data, tmp_path):
     with pytest.raises(DataError, match="did you mean 'user_id'"):
         bdp.table(frame, "userid")
     t = bdp.table(frame, "user_id")
-    with pytest.raises(DataError, match="'campaign' of total is not numeric"):
+    with pytest.raises(DataError, match="'campaign' of total holds string values, not numbers"):
         t.agg(total=bdp.sum("campaign", bounds=(0, 1)))
     with pytest.raises(DataError, match="did you mean 'revenue'"):
         t.agg(total=bdp.sum("revenu", bounds=(0, 1)))
