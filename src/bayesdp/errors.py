@@ -56,6 +56,11 @@ class ResourceError(BayesdpError, MemoryError):
     """The engine ran out of memory or disk; the message says which limit to raise or where to spill."""
 
 
+class CuratorWarning(UserWarning):
+    """An exact, data-dependent fact (not differentially private) shown to the data holder in
+    their own process; it must never be forwarded to an analyst."""
+
+
 def invalid(name: str, value: Any, allowed: str) -> InvalidParameter:
     """Build the standard message: which parameter, what it was, what is allowed."""
     return InvalidParameter(f"{name}={value!r} is not allowed: {name} must be {allowed}")

@@ -8,7 +8,8 @@ def test_report_has_table_plots_plan_and_explanation(tmp_path):
 
     df = pd.DataFrame({"u": range(200), "g": ["a", "b"] * 100, "v": [float(i % 7) for i in range(200)]})
     r = bdp.table(df, "u").group_by("g", keys=["a", "b"]).agg(
-        n=bdp.count(), h=bdp.histogram("v", bins=3, bounds=(0, 6))).release(1.0, rng=bdp.rng_for_tests(0))
+        n=bdp.count(), h=bdp.histogram("v", bins=3, bounds=(0, 6))).release(
+        1.0, max_groups_per_unit=1, rng=bdp.rng_for_tests(0))
     path = r.report(tmp_path / "r.html", n=200)
     text = path.read_text()
     assert text.count("<img") == 2 and "Budget split" in text

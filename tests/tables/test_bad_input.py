@@ -27,11 +27,11 @@ def test_bad_bounds(bounds):
 def test_bad_release_parameters(events):
     q = bdp.table(events, "user_id").group_by("campaign").agg(n=bdp.count())
     with pytest.raises(InvalidParameter, match="partition selection needs delta > 0"):
-        q.release(epsilon=1.0)
+        q.release(epsilon=1.0, max_groups_per_unit=2)
     with pytest.raises(InvalidParameter, match="epsilon"):
-        q.release(epsilon=0.0, delta=1e-6)
+        q.release(epsilon=0.0, delta=1e-6, max_groups_per_unit=2)
     with pytest.raises(InvalidParameter, match="noise"):
-        q.release(epsilon=1.0, delta=1e-6, noise="cauchy")
+        q.release(epsilon=1.0, delta=1e-6, max_groups_per_unit=2, noise="cauchy")
     with pytest.raises(InvalidParameter, match="max_groups_per_unit"):
         q.release(epsilon=1.0, delta=1e-6, max_groups_per_unit=0)
     with pytest.raises(InvalidParameter, match="keys"):

@@ -64,7 +64,8 @@ def test_private_keys_release_only_selected(events):
     assert r.plan.selection is not None and r.plan.selection.threshold() < 100
     rare = pd.DataFrame({"user_id": [1], "campaign": ["solo"]})
     solo = bdp.table(rare, "user_id").group_by("campaign").agg(n=bdp.count())
-    hits = sum(len(solo.release(1.0, 0.01, rng=rng_for_tests(s))) for s in range(20))
+    hits = sum(len(solo.release(1.0, 0.01, max_groups_per_unit=1, rng=rng_for_tests(s)))
+               for s in range(20))
     # Each release keeps the single-unit key w.p. exactly δ = 0.01: P(Binomial(20, 0.01) >= 6) < 4e-8.
     assert hits <= 5
 
@@ -142,7 +143,7 @@ def test_preview_reads_no_data(events):
     with pytest.warns(UserWarning, match="no group will be released"):
         p = q.preview(epsilon=0.001, delta=1e-9, max_groups_per_unit=10)
     assert p.loc[0, "units_to_keep_group_50%"] > 100_000
-    fine = q.preview(epsilon=5.0, delta=1e-6, group_size=10_000)
+    fine = q.preview(epsilon=5.0, delta=1e-6, max_groups_per_unit=1, group_size=10_000)
     assert fine.loc[0, "half_width"] < 1.0
 
 
@@ -180,7 +181,7 @@ def test_rows_as_units_release_what_a_unique_id_releases(events):
 
     def run(unit):
         q = bdp.table(frame, privacy_unit=unit).group_by("campaign", keys=["alpha", "beta", "zeta"])
-        return q.agg(**AGGS).release(epsilon=2.0, rng=rng_for_tests(8))
+        return q.agg(**AGGS).release(epsilon=2.0, max_groups_per_unit=1, rng=rng_for_tests(8))
 
     rows, ids = run(None), run("row_id")
     pd.testing.assert_frame_equal(rows.to_pandas(), ids.to_pandas())

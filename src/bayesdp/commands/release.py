@@ -4,8 +4,9 @@ The spec (TOML) names the privacy unit, the group keys, the aggregates with thei
 the contribution bounds, for example::
 
     privacy_unit = "user_id"         # false: each row is a different person
+    unit_name = "user"               # optional: what one unit is called in the guarantee
     group_by = ["campaign"]          # optional; keys = [...] makes the keys public
-    max_groups_per_unit = 5
+    max_groups_per_unit = 5          # required with group_by and a privacy_unit: no default
     max_rows_per_group = 1
     epsilon = 1.0
     delta = 1e-6
@@ -39,7 +40,8 @@ KINDS = ("count_units", "count", "sum", "mean", "std", "quantile", "histogram")
 RELEASE_KEYS = ("epsilon", "delta", "max_groups_per_unit", "max_rows_per_group", "alpha", "noise",
                  "selection_weight")
 _OUT_FORMATS = (".csv", ".parquet")
-SPEC_KEYS = ("privacy_unit", "group_by", "keys", "where", "aggregates", "label", *RELEASE_KEYS)
+SPEC_KEYS = ("privacy_unit", "unit_name", "group_by", "keys", "where", "aggregates", "label",
+             *RELEASE_KEYS)
 
 
 def register(sub: Any) -> None:
@@ -99,7 +101,8 @@ def aggregate(name: str, item: Any) -> tables.Aggregate:
 
 def build(data: Any, spec: dict[str, Any], connection: duckdb.DuckDBPyConnection | None = None,
           engine: str = "duckdb", spark: Any = None) -> tables.Query:
-    t = tables.table(data, spec["privacy_unit"] or None, connection=connection, engine=engine, spark=spark)
+    t = tables.table(data, spec["privacy_unit"] or None, unit_name=spec.get("unit_name"),
+                     connection=connection, engine=engine, spark=spark)
     where = spec.get("where", [])
     for cond in [where] if isinstance(where, str) else where:
         t = t.where(cond)

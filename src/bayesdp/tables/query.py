@@ -7,6 +7,7 @@ import os
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Protocol
 
 import duckdb
@@ -14,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from bayesdp.errors import (
+    CuratorWarning,
     DataError,
     InvalidParameter,
     check_delta,
@@ -27,7 +29,14 @@ from bayesdp.mechanisms.base import check_epsilon
 from bayesdp.noise import Rng, resolve_rng
 from bayesdp.privacy import Guarantee
 from bayesdp.tables.aggregates import Aggregate
-from bayesdp.tables.engines.base import Bins, BoundingRequest, Cells, CellWindow, Engine
+from bayesdp.tables.engines.base import (
+    Bins,
+    BoundingRequest,
+    Cells,
+    CellWindow,
+    Diagnostics,
+    Engine,
+)
 from bayesdp.tables.engines.duckdb import connect
 from bayesdp.tables.estimate import Estimate, estimate, mean_half_width, measure_of
 from bayesdp.tables.plan import Plan, make_plan
@@ -35,12 +44,16 @@ from bayesdp.tables.quantiles import cells_of, rank_margin
 from bayesdp.tables.release import Release
 from bayesdp.tables.source import check_column, engine_for
 
+# Bounding that drops more than this share of the rows warns the curator (CuratorWarning).
+DROPPED_WARNING = 0.2
+
 
 class Ledger(Protocol):
     def spend(self, guarantee: Guarantee, label: str) -> Any: ...
 
 
-def table(source: Any, privacy_unit: str | None, *, connection: Any = None, engine: str = "duckdb",
+def table(source: Any, privacy_unit: str | None, *, unit_name: str | None = None,
+          name: str | None = None, connection: Any = None, engine: str = "duckdb",
           spark: Any = None, memory_limit: str | int | None = None,
           temp_directory: str | os.PathLike[str] | None = None) -> Table:
     """A table about people: a CSV/Parquet/JSON path, a pandas or Polars frame, an Arrow table or
@@ -51,14 +64,16 @@ def table(source: Any, privacy_unit: str | None, *, connection: Any = None, engi
     read files and frames with (default: a new one). `memory_limit` (bytes, or text such as
     "2GB") caps the memory of that new connection and `temp_directory` is where it spills what
     does not fit; running out raises ResourceError. A Spark DataFrame, or a path or lake URI
-    with engine="spark", runs on Spark (`spark`: the session, default the active one)."""
+    with engine="spark", runs on Spark (`spark`: the session, default the active one).
+    `unit_name` is what one unit is called in guarantees and explanations ("person"; default
+    the column's name); `name` names the dataset in reports (default a file's name)."""
     if engine not in ("duckdb", "spark"):
         raise invalid("engine", engine, "'duckdb' or 'spark'")
     spark_source = engine == "spark" or type(source).__module__.startswith("pyspark.")
     own = connection is None and not spark_source and not isinstance(source, duckdb.DuckDBPyRelation)
-    for name, value in (("memory_limit", memory_limit), ("temp_directory", temp_directory)):
+    for option, value in (("memory_limit", memory_limit), ("temp_directory", temp_directory)):
         if value is not None and not own:
-            raise invalid(name, value, "None with a connection, a DuckDB relation or Spark: set "
+            raise invalid(option, value, "None with a connection, a DuckDB relation or Spark: set "
                           "it there (DuckDB: SET memory_limit; Spark: spark.executor.memory)")
     if own:
         connection = connect(memory_limit, temp_directory)
@@ -70,7 +85,12 @@ def table(source: Any, privacy_unit: str | None, *, connection: Any = None, engi
         eng = engine_for(source, connection)
     if privacy_unit is not None:
         check_column(privacy_unit, list(eng.schema()), "privacy_unit")
-    return Table(eng, privacy_unit)
+    for label, text in (("unit_name", unit_name), ("name", name)):
+        if text is not None and (not isinstance(text, str) or not text.strip()):
+            raise invalid(label, text, "None or a non-empty string")
+    if name is None and isinstance(source, str | Path):
+        name = Path(source).name
+    return Table(eng, privacy_unit, unit_name=unit_name or privacy_unit or "row", name=name)
 
 
 @dataclass(frozen=True)
@@ -80,6 +100,8 @@ class Table:
     engine: Engine
     privacy_unit: str | None
     filters: tuple[RowExpression, ...] = ()
+    unit_name: str = "row"
+    name: str | None = None
 
     @property
     def columns(self) -> list[str]:
@@ -201,7 +223,7 @@ class Query:
     def private_keys(self) -> bool:
         return bool(self.by) and self.keys is None
 
-    def plan(self, epsilon: float, delta: float = 0.0, *, max_groups_per_unit: int = 1,
+    def plan(self, epsilon: float, delta: float = 0.0, *, max_groups_per_unit: int | None = None,
              max_rows_per_group: int = 1, noise: str = "laplace",
              selection_weight: float = 1.0) -> Plan:
         """The budget split and mechanisms for these parameters (touches no data).
@@ -213,19 +235,35 @@ class Query:
         """
         eps = check_epsilon(epsilon)
         d = check_delta("delta", delta)
-        k = check_positive_int("max_groups_per_unit", max_groups_per_unit) if self.by else 1
+        k = self._max_groups(max_groups_per_unit)
         m = check_positive_int("max_rows_per_group", max_rows_per_group)
         if self.table.privacy_unit is None and (k, m) != (1, 1):
             raise InvalidParameter(
-                f"max_groups_per_unit={max_groups_per_unit} and max_rows_per_group={max_rows_per_group}: "
+                f"max_groups_per_unit={k} and max_rows_per_group={max_rows_per_group}: "
                 "with privacy_unit=None every row is a unit, in one group, once; both must be 1 "
                 "(name a privacy_unit column when a person has several rows)")
         return make_plan(self.aggregates, epsilon=eps, delta=d, noise=noise,
-                         unit=self.table.privacy_unit or "row", max_groups=k, max_rows=m,
+                         unit=self.table.unit_name, max_groups=k, max_rows=m,
                          private_keys=self.private_keys,
                          selection_weight=check_positive("selection_weight", selection_weight))
 
-    def release(self, epsilon: float, delta: float = 0.0, *, max_groups_per_unit: int = 1,
+    def _max_groups(self, value: int | None) -> int:
+        """Groups a unit may keep: required when grouping rows of a named unit (README: no
+        default), because any fixed default silently drops most rows of a panel."""
+        if not self.by:
+            return 1
+        if value is None:
+            if self.table.privacy_unit is None:
+                return 1
+            unit = self.table.unit_name
+            raise InvalidParameter(
+                f"max_groups_per_unit is required for a release grouped by {', '.join(self.by)} "
+                f"with privacy unit {unit!r}: the most groups one {unit} may contribute to, a "
+                f"public fact (for a panel of 8 years grouped by year: 8). Rows of a {unit} in "
+                "more groups are dropped; a larger value adds noise to every group")
+        return check_positive_int("max_groups_per_unit", value)
+
+    def release(self, epsilon: float, delta: float = 0.0, *, max_groups_per_unit: int | None = None,
                 max_rows_per_group: int = 1, alpha: float = 0.05, ledger: Ledger | None = None,
                 rng: Rng | None = None, noise: str = "laplace", selection_weight: float = 1.0,
                 label: str | None = None) -> Release:
@@ -256,8 +294,9 @@ class Query:
         exact = engine.aggregate(request)
         if exact.diagnostics.null_units:
             raise DataError(f"privacy_unit {self.table.privacy_unit!r} is null in some rows: every "
-                            "row needs its unit (drop them with .where(...) if they belong to nobody)",
+                            "row needs its unit (drop them with a where filter if they belong to nobody)",
                             private_detail=f"null in {exact.diagnostics.null_units:,} rows")
+        _warn_dropped(exact.diagnostics, plan)
         infinite = [c for c, k in exact.diagnostics.infinite.items() if k]
         if infinite:
             raise DataError(f"column(s) {', '.join(map(repr, infinite))} hold infinite values "
@@ -318,7 +357,7 @@ class Query:
         index = merged["__gi"].fillna(-1).to_numpy(np.int64)
         return index, public
 
-    def preview(self, epsilon: float, delta: float = 0.0, *, max_groups_per_unit: int = 1,
+    def preview(self, epsilon: float, delta: float = 0.0, *, max_groups_per_unit: int | None = None,
                 max_rows_per_group: int = 1, alpha: float = 0.05, noise: str = "laplace",
                 selection_weight: float = 1.0, group_size: int | None = None) -> pd.DataFrame:
         """Expected accuracy from public parameters only (reads no data values).
@@ -346,6 +385,19 @@ class Query:
                          "group_size": n, "half_width": hw,
                          "units_to_keep_group_50%": threshold})
         return pd.DataFrame(rows)
+
+
+def _warn_dropped(d: Diagnostics, plan: Plan) -> None:
+    """Warn the curator when contribution bounding drops more than DROPPED_WARNING of the rows."""
+    considered = d.rows - d.dropped_by_keys - d.null_units
+    if considered and d.dropped_by_bounding > DROPPED_WARNING * considered:
+        warnings.warn(
+            f"curator only (exact, not differentially private; do not publish): contribution "
+            f"bounding dropped {d.dropped_by_bounding:,} of {considered:,} rows "
+            f"({d.dropped_by_bounding / considered:.0%}), so the release describes the rows kept, "
+            f"not the table. If a {plan.unit} really has more, raise max_groups_per_unit (now "
+            f"{plan.max_groups}) or max_rows_per_group (now {plan.max_rows}), at the cost of "
+            "more noise per group", CuratorWarning, stacklevel=3)
 
 
 def half_width(step: Any, alpha: float, n: int) -> float:
