@@ -302,7 +302,9 @@ class Query:
             raise DataError(f"column(s) {', '.join(map(repr, infinite))} hold infinite values "
                             "(inf or -inf) that clipping would silently turn into the bounds: "
                             "replace them with null or drop them with a where filter, for "
-                            f"example isfinite({infinite[0]})")
+                            f"example isfinite({infinite[0]})",
+                            private_detail=", ".join(f"{k:,} kept rows of {c!r}" for c, k in
+                                                     exact.diagnostics.infinite.items() if k))
         index, keys = self._released(plan, exact.groups, exact.units, gen)
         def full_grid(cells: Cells) -> CellWindow:
             # The same seed keeps the same rows, so this reads the grid of the same bounded data.
