@@ -45,7 +45,7 @@ def test_a_file_the_parser_rejects_keeps_its_lines_private(tmp_path):
     path.write_text('{"u": 1, "name": "private-name"\n')
     with pytest.raises(DataError) as info:
         bdp.table(path, "u")
-    assert "cannot parse" in info.value.public_message
+    assert "cannot read" in info.value.public_message
     assert "private-name" not in info.value.public_message
 
 
