@@ -28,6 +28,7 @@ from bayesdp.expressions import RowExpression, row_expression
 from bayesdp.mechanisms.base import check_epsilon
 from bayesdp.noise import Rng, resolve_rng
 from bayesdp.privacy import Guarantee
+from bayesdp.tables.accuracy import Accuracy, accuracy
 from bayesdp.tables.aggregates import Aggregate
 from bayesdp.tables.engines.base import (
     Bins,
@@ -361,14 +362,21 @@ class Query:
 
     def preview(self, epsilon: float, delta: float = 0.0, *, max_groups_per_unit: int | None = None,
                 max_rows_per_group: int = 1, alpha: float = 0.05, noise: str = "laplace",
-                selection_weight: float = 1.0, group_size: int | None = None) -> pd.DataFrame:
+                selection_weight: float = 1.0, group_size: int | None = None,
+                rng: Rng | None = None) -> pd.DataFrame:
         """Expected accuracy from public parameters only (reads no data values).
 
-        One row per aggregate: the noise scale of its main part, the interval half-width at
-        level 1 - α (for a mean, std or quantile: at `group_size` rows, default the number of
-        units partition selection needs for a 50% chance to keep a group, else 100; for a
-        quantile it is in quantile levels: its interval spans the levels q ± half_width). Warns
-        when the release would be useless.
+        One row per aggregate, for a group of `group_size` values (default the number of units
+        partition selection needs for a 50% chance to keep a group, else 100): `half_width`, the
+        expected half-width of its interval at level 1 - α, and `abs_error`, the expected
+        absolute error of its estimate (noise only), for the estimator a release runs
+        (`tables.accuracy`: exact for counts, sums and histogram cells; for a mean, simulated in
+        both of its stages, at a mean in the middle of its bounds, and in `half_width_max`,
+        `abs_error_max` anywhere in them). For a std or quantile, `half_width` is an upper bound
+        (`upper_bound` is True; a quantile's is in quantile levels) and `abs_error` is not given.
+        `noise_scale` is the scale of the one noise of a count, sum or histogram; the other
+        aggregates combine several (`plan(...).describe()` lists them) and show none. Warns when
+        the release would be useless. `rng` (simulation noise) is for tests only.
         """
         plan = self.plan(epsilon, delta, max_groups_per_unit=max_groups_per_unit,
                          max_rows_per_group=max_rows_per_group, noise=noise,
@@ -378,14 +386,21 @@ class Query:
         n = check_positive_int("group_size", group_size) if group_size is not None else (threshold or 100)
         for w in usefulness_warnings(plan, self.aggregates, n):
             warnings.warn(w, UserWarning, stacklevel=2)
+        gen = resolve_rng(rng)
         rows = []
         for name, step in plan.steps.items():
-            hw = half_width(step, a, n)
+            acc = accuracy(step, a, n, gen)
+            bound = acc is None
+            if acc is None:
+                hw = half_width(step, a, n)
+                acc = Accuracy(hw, math.nan, hw, math.nan)
+            parts = list(step.parts.values())
             rows.append({"aggregate": name, "what": step.aggregate.describe(),
                          "epsilon": step.epsilon, "rho": step.rho,
-                         "noise_scale": max(p.scale for p in step.parts.values()),
-                         "group_size": n, "half_width": hw,
-                         "units_to_keep_group_50%": threshold})
+                         "noise_scale": parts[0].scale if len(parts) == 1 else math.nan,
+                         "group_size": n, "half_width": acc.half_width, "abs_error": acc.abs_error,
+                         "half_width_max": acc.half_width_max, "abs_error_max": acc.abs_error_max,
+                         "upper_bound": bound, "units_to_keep_group_50%": threshold})
         return pd.DataFrame(rows)
 
 
