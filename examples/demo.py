@@ -7,7 +7,8 @@ protects a person's whole record, not a single year. The lift question: how much
 spend on medical care when they pay 95% of it (coinsurance) than when care is free? The answer
 comes with an interval that includes the DP noise.
 
-Run: python examples/demo.py [--out DIR]   (writes DIR/rand_hie_report.html; `make demo`)
+Run: python examples/demo.py [--out DIR]   (writes DIR/rand_hie_report.html, the publishable
+report, and DIR/rand_hie_curator.html, the exact diagnostics for the data holder; `make demo`)
 """
 
 from __future__ import annotations
@@ -56,10 +57,12 @@ def main() -> None:
     print(f"guarantee: {release.guarantee}")
     persons = max(int(df["persons"].sum()), 1)
     print(release.explain(n=persons))
-    out = Path(args.out) / "rand_hie_report.html"
-    release.report(out, title="RAND Health Insurance Experiment: private release", n=persons)
-    print(f"\nreport: {out}  (person-years clipped at $3,000: see the caveats; "
-          f"ε per person = {release.guarantee.epsilon:g}, e^ε = {math.exp(release.guarantee.epsilon):.2f})")
+    out, curator = Path(args.out) / "rand_hie_report.html", Path(args.out) / "rand_hie_curator.html"
+    release.report(out, title="RAND Health Insurance Experiment: private release", n=persons,
+                   curator=curator)
+    print(f"\nreport: {out}  (ε per person = {release.guarantee.epsilon:g}, "
+          f"e^ε = {math.exp(release.guarantee.epsilon):.2f})")
+    print(f"curator only (exact person-years dropped and clipped at $3,000, not private): {curator}")
 
 
 if __name__ == "__main__":

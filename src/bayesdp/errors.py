@@ -11,6 +11,8 @@ bayesdp in their own process (the CLI prints it).
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 from typing import Any
 
 
@@ -118,3 +120,15 @@ def check_positive_int(name: str, value: Any) -> int:
     if as_int != value or as_int < 1:
         raise invalid(name, value, "a positive integer")
     return as_int
+
+
+def check_writable(name: str, path: Any) -> Path:
+    """An output file path whose directory exists and is writable (checked before any budget
+    is spent or any file written)."""
+    target = Path(path)
+    folder = target.parent
+    if target.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK) or \
+            (target.exists() and not os.access(target, os.W_OK)):
+        raise invalid(name, str(path), "a writable file path in an existing directory (checked "
+                      "before any budget is spent)")
+    return target

@@ -41,14 +41,15 @@ def test_a_negative_noisy_count_is_clamped_with_its_interval(events):
     # (deterministic given the seed); estimate and interval are clamped together.
     q = bdp.table(events, "user_id").group_by("campaign", keys=["alpha", "beta", "nobody"]).agg(
         n=bdp.count())
-    values = np.concatenate([q.release(0.002, rng=rng_for_tests(s)).to_pandas()["n"] for s in range(20)])
+    values = np.concatenate([q.release(0.002, max_groups_per_unit=1, rng=rng_for_tests(s)).to_pandas()["n"]
+                             for s in range(20)])
     assert values.min() == 0.0
 
 
 def test_the_report_draws_an_estimate_outside_its_interval(events, tmp_path):
     # A release built by hand with the value below its interval (as before the clamp) still plots.
     r = bdp.table(events, "user_id").group_by("campaign", keys=["alpha"]).agg(n=bdp.count()).release(
-        1.0, rng=rng_for_tests(1))
+        1.0, max_groups_per_unit=1, rng=rng_for_tests(1))
     odd = type(r)(r.keys, {"n": Estimate(np.array([-236.0]), np.array([0.0]), np.array([4.0]))},
                   r.plan, r.alpha, r.diagnostics, r.public_keys)
     assert "<img" in odd.report(tmp_path / "r.html").read_text()

@@ -49,7 +49,7 @@ def test_public_keys_release_empty_groups(events):
     assert zeta["users_low"] == 0 and zeta["users_high"] > 0
     assert r.guarantee.epsilon == pytest.approx(2.0) and r.guarantee.delta == 0
     assert r.diagnostics.dropped_by_keys == 0 and r.diagnostics.kept_rows <= r.diagnostics.rows
-    assert "clipped" in " ".join(r.caveats()) and "not differentially private" in r.explain()
+    assert "clipped" in " ".join(r.curator_notes()) and "Bounding kept" not in r.explain()
     assert r.to_arrow().num_rows == 4 and r.to_polars().columns == list(df.columns)
     assert [row["aggregate"] for row in r.plan.table()][:2] == ["users", "rows"]
 

@@ -19,7 +19,6 @@ the contribution bounds, for example::
 from __future__ import annotations
 
 import argparse
-import os
 import threading
 import tomllib
 from pathlib import Path
@@ -32,8 +31,9 @@ from rich.table import Table as RichTable
 
 from bayesdp import tables
 from bayesdp.commands import add_memory_options
-from bayesdp.errors import DataError, invalid
+from bayesdp.errors import DataError, check_writable, invalid
 from bayesdp.privacy import Ledger
+from bayesdp.report import write_curator_report
 from bayesdp.tables.engines import connect
 
 KINDS = ("count_units", "count", "sum", "mean", "std", "quantile", "histogram")
@@ -56,7 +56,9 @@ def register(sub: Any) -> None:
     parser.add_argument("--epsilon", type=float, help="total ε (overrides the spec)")
     parser.add_argument("--delta", type=float, help="total δ (overrides the spec)")
     parser.add_argument("--out", help="write the released table (.csv or .parquet)")
-    parser.add_argument("--report", help="write an HTML report")
+    parser.add_argument("--report", help="write a publishable HTML report (DP values only)")
+    parser.add_argument("--curator-report", help="write the exact diagnostics (dropped and clipped "
+                        "rows; not private, for the data holder only) as a separate HTML page")
     parser.add_argument("--ledger", help="record the spend in this budget ledger before releasing")
     parser.add_argument("--engine", choices=("duckdb", "spark"), default="duckdb",
                         help="where bounding and aggregation run (spark: pip install 'bayesdp[spark]')")
@@ -120,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
             options[k] = getattr(args, k)
     if "epsilon" not in options:
         raise DataError("give epsilon in the spec or with --epsilon")
-    check_outputs(args.out, args.report)
+    check_outputs(args.out, args.report, args.curator_report)
     ledger = Ledger(args.ledger) if args.ledger else None
     if args.engine == "spark":
         from bayesdp.tables.engines.spark import session_for
@@ -136,16 +138,21 @@ def run(args: argparse.Namespace) -> int:
         query = build(args.data, spec, con)
         release = with_progress(con, lambda: query.release(ledger=ledger, label=spec.get("label"),
                                                             **options))
-    show(release, args.out, args.report)
+    show(release, args.out, args.report, args.curator_report)
     return 0
 
 
-def show(release: tables.Release, out: str | None, report: str | None) -> None:
-    """Print the released table, its caveats and guarantee; write --out and --report."""
+def show(release: tables.Release, out: str | None, report: str | None,
+         curator_report: str | None = None) -> None:
+    """Print the released table, its caveats and guarantee; write --out, --report and
+    --curator-report (the exact diagnostics, for the data holder only)."""
     console = Console()
     console.print(render(release))
     for line in release.caveats():
         console.print(f"[dim]{line}[/]", highlight=False)
+    if not curator_report:
+        console.print("[dim]Exact counts of dropped and clipped rows (not private, for the data "
+                      "holder only): --curator-report PATH[/]", highlight=False)
     console.print(f"guarantee: {release.guarantee}", highlight=False)
     df = release.to_pandas()
     try:
@@ -158,6 +165,9 @@ def show(release: tables.Release, out: str | None, report: str | None) -> None:
             console.print(f"wrote {path}")
         if report:
             console.print(f"wrote {release.report(report)}")
+        if curator_report:
+            console.print(f"wrote {write_curator_report(release, curator_report)} "
+                          "(curator only: do not publish)")
     except OSError as exc:
         # The budget is spent: print the full-precision release rather than lose it.
         console.print(df.to_csv(index=False), highlight=False, markup=False)
@@ -165,25 +175,15 @@ def show(release: tables.Release, out: str | None, report: str | None) -> None:
                         f"{exc}") from None
 
 
-def check_outputs(out: str | None, report: str | None) -> None:
-    """Refuse, before anything is spent, --out or --report paths that cannot be written."""
+def check_outputs(out: str | None, report: str | None, curator_report: str | None = None) -> None:
+    """Refuse, before anything is spent, --out, --report or --curator-report paths that cannot
+    be written."""
     if out and Path(out).suffix.lower() not in _OUT_FORMATS:
         raise invalid("--out", out, "a path ending in .csv or .parquet (checked before any "
                       "budget is spent)")
-    for flag, path in (("--out", out), ("--report", report)):
-        _check_writable(flag, path)
-
-
-def _check_writable(flag: str, path: str | None) -> None:
-    """Refuse, before anything is spent, an output path that cannot be written."""
-    if path is None:
-        return
-    target = Path(path)
-    folder = target.parent
-    if target.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK) or \
-            (target.exists() and not os.access(target, os.W_OK)):
-        raise invalid(flag, path, "a writable file path in an existing directory (checked before "
-                      "any budget is spent)")
+    for flag, path in (("--out", out), ("--report", report), ("--curator-report", curator_report)):
+        if path is not None:
+            check_writable(flag, path)
 
 
 def with_progress(con: duckdb.DuckDBPyConnection, work: Any) -> Any:

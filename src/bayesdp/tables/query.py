@@ -315,7 +315,8 @@ class Query:
         estimates: dict[str, Estimate] = {}
         for name, step in plan.steps.items():
             estimates[name] = estimate(step, exact, index, a, gen, full_grid)
-        return Release(keys, estimates, plan, a, exact.diagnostics, public_keys=self.keys is not None)
+        return Release(keys, estimates, plan, a, exact.diagnostics, public_keys=self.keys is not None,
+                       label=label, dataset=self.table.name)
 
     def describe(self) -> str:
         aggs = ", ".join(f"{n}={a.describe()}" for n, a in self.aggregates.items())

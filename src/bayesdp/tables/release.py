@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,11 +30,13 @@ class Release:
     """One private release: one row per released group.
 
     Each aggregate NAME gives columns NAME, NAME_low, NAME_high (the interval at level 1 - α,
-    covering the noise, not the bias of clipping and bounding; see `diagnostics`). Histograms
-    give one column triple per bin, NAME[lo, hi). `diagnostics` holds exact counts of dropped
-    rows, clipped values and nulls: they are data-dependent and not differentially private.
-    A release seen by someone other than the data holder (`public()`, or one rebuilt from a
-    service's answer) has `diagnostics=None`.
+    covering the noise, not the bias of clipping and bounding). Histograms give one column
+    triple per bin, NAME[lo, hi). `diagnostics` holds exact counts of dropped rows, clipped
+    values and nulls: they are data-dependent and not differentially private, so only
+    `curator_notes()` and `report(..., curator=PATH)` show them, never the publishable outputs
+    (`to_pandas`, `caveats`, `explain`, `report`). `label` and `dataset` name the release and
+    its table; `created` is when it ran (UTC). A release seen by someone other than the data holder
+    (`public()`, or one rebuilt from a service's answer) has `diagnostics=None`.
     `derived` describes columns computed from released values (post-processing, e.g. by SQL),
     which have no step in the plan; `columns` orders the output (default: keys, then aggregates).
     """
@@ -46,6 +49,9 @@ class Release:
     public_keys: bool
     derived: dict[str, str] = field(default_factory=dict)
     columns: tuple[str, ...] = ()
+    label: str | None = None
+    dataset: str | None = None
+    created: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     @property
     def guarantee(self) -> Guarantee:
@@ -92,17 +98,29 @@ class Release:
         return replace(self, diagnostics=None)
 
     def caveats(self) -> list[str]:
-        d = self.diagnostics
+        """What the numbers do and do not cover, from public parameters only (publishable)."""
+        plan = self.plan
         out = [f"Intervals have {1 - self.alpha:.0%} coverage of the noise per value; they do "
                "not cover the bias from clipping and contribution bounding."]
+        bounded = [a for a in (s.aggregate for s in plan.steps.values()) if a.bounds is not None]
+        out.append(f"Each {plan.unit} counts with at most {plan.max_groups} group(s) and "
+                   f"{plan.max_rows} row(s) per group (rows beyond are dropped)"
+                   + ("; values are clipped to the stated bounds." if bounded else "."))
+        if self.public_keys:
+            out.append("Rows whose key is not among the public keys are left out.")
+        return out
+
+    def curator_notes(self) -> list[str]:
+        """Exact, data-dependent counts of what bounding dropped and clipped (not differentially
+        private): for the data holder only, never for publication."""
+        d = self.diagnostics
         if d is None:
-            out.append("The exact counts of dropped, clipped and null values are data-dependent "
-                       "and not private: only the data holder sees them.")
-            return out
-        out.append(f"Bounding kept {d.kept_rows:,} of {d.rows:,} rows "
-                   f"({d.dropped_by_bounding:,} dropped by the contribution bounds"
-                   + (f", {d.dropped_by_keys:,} outside the public keys" if self.public_keys else "")
-                   + ").")
+            return ["The exact counts of dropped, clipped and null values are data-dependent "
+                    "and not private: only the data holder sees them."]
+        out = [f"Bounding kept {d.kept_rows:,} of {d.rows:,} rows "
+               f"({d.dropped_by_bounding:,} dropped by the contribution bounds"
+               + (f", {d.dropped_by_keys:,} outside the public keys" if self.public_keys else "")
+               + ")."]
         clipped = {}
         for spec, n in d.clipped.items():
             lo, hi = (spec.edges[0], spec.edges[-1]) if hasattr(spec, "edges") else (spec.lo, spec.hi)
@@ -113,21 +131,24 @@ class Release:
         for col, n in d.nulls.items():
             if n:
                 out.append(f"{n:,} kept rows have a null {col!r} (left out of its aggregates).")
-        out.append("These counts are exact and data-dependent: they are not differentially "
-                   "private; publish them only if that is acceptable.")
         return out
 
     def explain(self, n: int | None = None) -> str:
-        """The guarantee in plain words (for n units if given), the plan and the caveats."""
+        """The guarantee in plain words (for n units if given), the plan and the caveats
+        (publishable: no exact counts; see `curator_notes`)."""
         parts = [self.guarantee.explain(n), "", "How the budget was spent:", self.plan.describe(),
                  "", *self.caveats()]
         return "\n".join(parts)
 
-    def report(self, path: str | Path, *, title: str = "Private release", n: int | None = None) -> Path:
-        """Write an HTML report: the table, a plot per aggregate with error bars, the plan."""
+    def report(self, path: str | Path, *, title: str | None = None, n: int | None = None,
+               curator: str | Path | None = None) -> Path:
+        """Write a publishable HTML report (DP values only): the table, a plot per aggregate with
+        error bars, the plan, the guarantee, titled `title` (default the release's label).
+        `curator`: also write there a separate page of exact diagnostics, marked curator-only.
+        Both paths are checked before anything is written."""
         from bayesdp.report import write_release_report
 
-        return write_release_report(self, path, title=title, n=n)
+        return write_release_report(self, path, title=title, n=n, curator=curator)
 
     def __repr__(self) -> str:
         return f"Release({len(self)} groups, {self.guarantee})"
