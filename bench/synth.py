@@ -48,7 +48,7 @@ def rates(reps: int, sizes: list[int]) -> None:
         pert, smooth = [], []
         for _ in range(reps):
             x = rng.beta(2, 5, n)
-            pert.append(ise(perturbed_histogram(x, (0, 1), EPSILON), f))
+            pert.append(ise(perturbed_histogram(x, (0, 1), EPSILON, relation="replace_one"), f))
             smooth.append(ise(smoothed_histogram(x, (0, 1), EPSILON).density, f))
         rows.append((n, np.mean(pert), np.mean(smooth)))
         print(f"n={n:>9,}  perturbed ISE {rows[-1][1]:.3g}  smoothed ISE {rows[-1][2]:.3g}",

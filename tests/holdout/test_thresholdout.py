@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -211,3 +212,13 @@ def test_answers_are_within_tau_in_the_theorems_regime() -> None:
         answered += int((~np.isnan(values)).sum())
     assert failures <= stats.binom.isf(1e-7, runs, beta)
     assert answered > runs * budget  # both training and holdout answers were checked
+
+
+def test_a_vacuous_accuracy_bound_says_so() -> None:
+    h = ReusableHoldout(None, 2_000, threshold=0.04, sigma=0.01, budget=100)
+    with pytest.warns(UserWarning, match=r"accuracy\(m=200, beta=0.05\) = .* is vacuous"):
+        assert h.accuracy(m=200, beta=0.05) >= 1
+    big = ReusableHoldout(None, 10**8, threshold=0.04, sigma=0.01, budget=100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert big.accuracy(m=200, beta=0.05) < 1

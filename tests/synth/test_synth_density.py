@@ -17,8 +17,9 @@ from bayesdp.synth.series import RESOLUTION, cosine_basis
 
 def test_noise_scale_follows_the_neighbour_relation():
     x = rng_for_tests(1).random(500)
-    rep = perturbed_histogram(x, (0, 1), 0.5, bins=8, rng=rng_for_tests(2))
-    add = perturbed_histogram(x, (0, 1), 0.5, bins=8, relation="add_remove", rng=rng_for_tests(2))
+    rep = perturbed_histogram(x, (0, 1), 0.5, bins=8, relation="replace_one", rng=rng_for_tests(2))
+    add = perturbed_histogram(x, (0, 1), 0.5, bins=8, rng=rng_for_tests(2))  # the default
+    assert str(add.guarantee) == "ε=0.5 per row (add/remove neighbours)"
     assert rep.noise_scale == 4.0  # 2/ε, not the variance 8/ε²
     assert add.noise_scale == 2.0
     assert rep.guarantee.epsilon == 0.5 and rep.guarantee.relation == "replace_one"
@@ -30,7 +31,7 @@ def test_intervals_cover_the_true_counts_at_the_exact_rate():
     # interval is Binomial(20000, q), q = P(|Z| > w) exactly; checked at 1e-7 per side.
     rng = rng_for_tests(3)
     x = rng.random(40_000)
-    dens = perturbed_histogram(x, (0, 1), 1.0, bins=20_000, rng=rng)
+    dens = perturbed_histogram(x, (0, 1), 1.0, bins=20_000, relation="replace_one", rng=rng)
     lo, hi = dens.intervals(0.1)
     truth = np.histogram(x, bins=20_000, range=(0, 1))[0]
     w = dlaplace_halfwidth(2.0, 0.1)
@@ -43,7 +44,7 @@ def test_intervals_cover_the_true_counts_at_the_exact_rate():
 
 def test_density_is_a_probability_and_cdf_pdf_agree():
     rng = rng_for_tests(4)
-    dens = perturbed_histogram(rng.beta(2, 5, 5000), (0, 1), 1.0, rng=rng)
+    dens = perturbed_histogram(rng.beta(2, 5, 5000), (0, 1), 1.0, relation="replace_one", rng=rng)
     assert dens.bins == (math.ceil(5000 ** (1 / 3)),)  # m ≍ n^{1/3}
     assert np.all(dens.probs >= 0) and math.isclose(dens.probs.sum(), 1.0)
     e = dens.edges[0]
@@ -57,7 +58,7 @@ def test_density_is_a_probability_and_cdf_pdf_agree():
 def test_multivariate_histogram(dim):
     rng = rng_for_tests(5)
     x = rng.random((20_000, dim))
-    dens = perturbed_histogram(x, [(0, 1)] * dim, 2.0, rng=rng)
+    dens = perturbed_histogram(x, [(0, 1)] * dim, 2.0, relation="replace_one", rng=rng)
     per_dim = math.ceil(20_000 ** (1 / (dim + 2)))
     assert dens.bins == (per_dim,) * dim
     assert math.isclose(float(dens.cdf(np.ones(dim))[0]), 1.0)
@@ -69,7 +70,7 @@ def test_multivariate_histogram(dim):
 def test_sample_draws_cells_by_their_probability():
     # 200,000 points: each cell's count is Binomial(k, p_j); every cell within its band (1e-7 total).
     rng = rng_for_tests(6)
-    dens = perturbed_histogram(rng.beta(2, 5, 5000), (0, 1), 1.0, bins=12, rng=rng)
+    dens = perturbed_histogram(rng.beta(2, 5, 5000), (0, 1), 1.0, bins=12, relation="replace_one", rng=rng)
     k = 200_000
     pts = dens.sample(k, rng=rng)
     counts = np.histogram(pts, bins=dens.edges[0])[0]
@@ -87,7 +88,7 @@ def test_add_remove_spends_a_little_on_n_for_the_default_bins():
 
 def test_clipped_records_are_counted():
     x = np.array([-1.0, 0.2, 0.5, 2.0, 3.0])
-    dens = perturbed_histogram(x, (0, 1), 1.0, bins=2, rng=rng_for_tests(8))
+    dens = perturbed_histogram(x, (0, 1), 1.0, bins=2, relation="replace_one", rng=rng_for_tests(8))
     assert dens.clipped == 3
 
 
@@ -160,7 +161,8 @@ def test_ise_reproduces_the_reference_rates():
         pert, smooth = [], []
         for _ in range(30):
             x = rng.beta(2, 5, n)
-            pert.append(np.mean((perturbed_histogram(x, (0, 1), 1.0, rng=rng).pdf(grid) - f(grid)) ** 2))
+            dens = perturbed_histogram(x, (0, 1), 1.0, relation="replace_one", rng=rng)
+            pert.append(np.mean((dens.pdf(grid) - f(grid)) ** 2))
             rel = smoothed_histogram(x, (0, 1), 1.0, rng=rng)
             smooth.append(np.mean((rel.density.pdf(grid) - f(grid)) ** 2))
         mean[n] = (np.mean(pert), np.mean(smooth))

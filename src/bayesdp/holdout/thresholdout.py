@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Literal
 
 import numpy as np
@@ -133,8 +134,9 @@ class ReusableHoldout(HoldoutBase):
     def accuracy(self, m: int, beta: float) -> float:
         """τ such that, except with probability β, every answered query among the first m lies within
         τ of its population mean (training set independent of the holdout; the holdout i.i.d., or
-        correlated as `dependence` states, with the Bayesian-DP ε); see bounds.py."""
-        return accuracy_bound(
+        correlated as `dependence` states, with the Bayesian-DP ε); see bounds.py. Answers lie
+        in [0, 1], so a τ of 1 or more says nothing: it comes with a warning."""
+        tau = accuracy_bound(
             self.n,
             self.budget,
             check_positive_int("m", m),
@@ -145,6 +147,13 @@ class ReusableHoldout(HoldoutBase):
             compare_noise=self.compare_noise,
             epsilon=self.budget_guarantee.epsilon,
         )
+        if tau >= 1:
+            warnings.warn(
+                f"accuracy(m={m}, beta={beta}) = {tau:.3g} is vacuous: answers lie in [0, 1], so a "
+                f"bound of 1 or more says nothing about them. Ask it for fewer queries m, or use a "
+                f"larger holdout (bayesdp.holdout.required_holdout_size gives the size)",
+                UserWarning, stacklevel=2)
+        return tau
 
     def _draw_gamma(self) -> int:
         """Threshold noise in steps of its grid, drawn at the start and after each overflow only."""

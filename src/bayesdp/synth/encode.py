@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +41,9 @@ class ColumnSpec:
 
 
 def numeric_spec(name: str, series: pd.Series, bounds: object, bins: int) -> ColumnSpec:
-    """Equal-width cells on public bounds; integer columns get integer-aligned cells."""
+    """`bins` equal-width cells on public bounds. An integer column gets `bins` integer-aligned
+    cells of near-equal width (one per value when it has at most `bins` values), and a warning
+    when a cell holds several values, which sampling then spreads uniformly."""
     try:
         lo, hi = (float(v) for v in bounds)  # type: ignore[attr-defined]
     except (TypeError, ValueError):
@@ -51,9 +54,14 @@ def numeric_spec(name: str, series: pd.Series, bounds: object, bins: int) -> Col
     integer = pd.api.types.is_integer_dtype(series.dtype)
     if integer:
         lo, hi = math.ceil(lo), math.floor(hi)
-        width = max(1, math.ceil((hi - lo + 1) / m))
-        edges = np.minimum(lo - 0.5 + width * np.arange(math.ceil((hi - lo + 1) / width) + 1),
-                           hi + 0.5)
+        values = hi - lo + 1
+        cells = min(m, values)
+        edges = lo - 0.5 + (np.arange(cells + 1) * values) // cells
+        if values > cells:
+            warnings.warn(f"column {name!r}: {values} integer values in {cells} cells, so a cell "
+                          f"holds up to {math.ceil(values / cells)} values and synthetic values "
+                          f"spread evenly over them; pass bins >= {values} for one cell per value",
+                          UserWarning, stacklevel=4)
     else:
         edges = np.linspace(lo, hi, m + 1)
     if len(edges) < 3:

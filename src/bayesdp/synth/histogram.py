@@ -42,13 +42,14 @@ def perturbed_histogram(
     bounds: object,
     epsilon: float,
     bins: object = None,
-    relation: Relation = "replace_one",
+    relation: Relation = "add_remove",
     rng: Rng | None = None,
 ) -> PrivateDensity:
     """The perturbed histogram: counts plus Laplace(Δ/ε) noise, projected onto the simplex (W&Z Sec. 4.2).
 
-    Noise is exact discrete Laplace on the integer counts, Δ = 2 (replace-one, n public) or 1
-    (add/remove). Under add/remove without `bins`, 5% of ε buys a noisy n for the default bin
+    Noise is exact discrete Laplace on the integer counts, Δ = 1 (add/remove, the default, as
+    everywhere in bayesdp) or 2 (replace-one, n public; W&Z's setting); the guarantee states
+    which. Under add/remove without `bins`, 5% of ε buys a noisy n for the default bin
     rule m ≍ n^{r/(r+2)}. Records outside `bounds` are clipped and counted in `clipped`.
     A seeded `rng` is for tests only: it makes the noise predictable.
     """
