@@ -154,6 +154,18 @@ def test_releases_carry_values_intervals_guarantee_explanation_and_budget(server
     assert audit[0]["spend_epsilon"] == 0.25
 
 
+def test_the_curator_warning_goes_to_the_audit_log_not_the_analyst(server: Server) -> None:
+    """3,000 visits of 800 users bounded to one row each: bounding drops most rows, an exact fact."""
+    token = add_analyst(server.config_path, "bounded")
+    spec = {**SPEC, "max_groups_per_unit": 1, "max_rows_per_group": 1, "label": "tight"}
+    doc = release(server.client(token), spec).json()
+    assert not any("dropped" in w for w in doc["warnings"])
+    state = State(server.config)
+    audit = [r for r in state.audit_log(token.split("_")[1]) if r["result"] == doc["id"]]
+    state.close()
+    assert "curator only" in audit[0]["detail"] and "contribution bounding dropped" in audit[0]["detail"]
+
+
 def test_bad_input_gets_a_clear_4xx_without_a_trace(server: Server) -> None:
     token = add_analyst(server.config_path, "clumsy")
     http = server.client(token)

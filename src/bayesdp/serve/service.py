@@ -20,7 +20,7 @@ import pandas as pd
 
 from bayesdp import tables
 from bayesdp.commands.release import RELEASE_KEYS, build, check_spec
-from bayesdp.errors import DataError, InvalidParameter, invalid
+from bayesdp.errors import CuratorWarning, DataError, InvalidParameter, invalid
 from bayesdp.expressions import row_expression
 from bayesdp.holdout import ReusableHoldout
 from bayesdp.privacy import Ledger, Spend
@@ -172,8 +172,10 @@ class Service:
             warnings.simplefilter("always")
             release = query.release(ledger=ledger, label=spec.get("label"), **options)
         doc = release_json(release, spec, options)
-        doc["warnings"] = [str(w.message) for w in caught]
-        return doc, " ".join(release.caveats()[1:])
+        # A CuratorWarning states exact facts about the data: the audit log gets it, not the analyst.
+        curator = [str(w.message) for w in caught if issubclass(w.category, CuratorWarning)]
+        doc["warnings"] = [str(w.message) for w in caught if not issubclass(w.category, CuratorWarning)]
+        return doc, " ".join([*release.curator_notes(), *curator])
 
     # -- synthetic data ------------------------------------------------------------------
 
