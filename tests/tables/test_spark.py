@@ -114,6 +114,22 @@ def test_release_identical_to_duckdb(spark, data, keys):
 
 
 @pytest.mark.slow
+def test_expression_aggregates_identical_to_duckdb(spark, data):
+    """Row expressions run in each engine from the one checked tree, keeping the same rows."""
+    aggs = {"big": bdp.share("revenue > 50"), "twice": bdp.sum("revenue * 2", bounds=(0, 200)),
+            "mix": bdp.mean("region + revenue / 4", bounds=(0, 40))}
+
+    def release(source):
+        q = bdp.table(source, "user_id").group_by("campaign", keys=["c0", "c1"]).agg(**aggs)
+        return q.release(epsilon=4.0, max_groups_per_unit=2, max_rows_per_group=2,
+                         rng=rng_for_tests(12))
+
+    on_spark, on_duckdb = release(spark.createDataFrame(data)), release(data)
+    pd.testing.assert_frame_equal(on_spark.to_pandas(), on_duckdb.to_pandas())
+    assert on_spark.diagnostics == on_duckdb.diagnostics
+
+
+@pytest.mark.slow
 def test_release_restores_the_arrow_batch_setting(spark, data):
     key = "spark.sql.execution.arrow.maxRecordsPerBatch"
     spark.conf.set(key, "5000")

@@ -13,6 +13,7 @@ the contribution bounds, for example::
     [aggregates]
     users = { kind = "count_units" }
     revenue = { kind = "sum", column = "revenue", bounds = [0, 100] }
+    big = { kind = "share", condition = "revenue > 50" }   # a column may also be an expression
     median = { kind = "quantile", column = "revenue", q = 0.5, bounds = [0, 100] }
 """
 
@@ -36,7 +37,7 @@ from bayesdp.privacy import Ledger
 from bayesdp.report import write_curator_report
 from bayesdp.tables.engines import connect
 
-KINDS = ("count_units", "count", "sum", "mean", "std", "quantile", "histogram")
+KINDS = ("count_units", "count", "sum", "mean", "share", "std", "quantile", "histogram")
 RELEASE_KEYS = ("epsilon", "delta", "max_groups_per_unit", "max_rows_per_group", "alpha", "noise",
                  "selection_weight")
 _OUT_FORMATS = (".csv", ".parquet")

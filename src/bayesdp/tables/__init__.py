@@ -8,6 +8,7 @@ from bayesdp.tables.aggregates import (
     histogram,
     mean,
     quantile,
+    share,
     std,
     sum,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "histogram",
     "mean",
     "quantile",
+    "share",
     "std",
     "sum",
     "table",

@@ -1,4 +1,9 @@
-"""The aggregations a release can ask for: pure descriptions, validated when built."""
+"""The aggregations a release can ask for: pure descriptions, validated when built.
+
+Every `column` is a column name or a row-local SQL expression over the table's columns
+(`"price * qty"`, `"\"union\" = 'yes'"`; quote names that are SQL keywords), which
+`Grouped.agg` checks with `bayesdp.expressions.row_expression` and the engine computes per row.
+"""
 
 from __future__ import annotations
 
@@ -51,6 +56,7 @@ class Aggregate:
     edges: tuple[float, ...] | None = None
     weight: float = 1.0
     epsilon: float | None = None
+    share: bool = False  # a mean of a true/false column or expression (`share()`)
 
     @property
     def parts(self) -> tuple[tuple[str, float], ...]:
@@ -70,6 +76,8 @@ class Aggregate:
             assert self.edges is not None
             lo, hi = self.edges[0], self.edges[-1]
             return f"histogram({self.column!r}, {len(self.edges) - 1} bins over [{lo:g}, {hi:g}])"
+        if self.share:
+            return f"share({self.column!r})"
         assert self.bounds is not None
         extra = f", {self.q:g}" if self.q is not None else ""
         return f"{self.kind}({self.column!r}{extra}, bounds=({self.bounds[0]:g}, {self.bounds[1]:g}))"
@@ -127,6 +135,14 @@ def mean(column: str, bounds: Sequence[float] | None = None, *, weight: float = 
     re-centred on it (see estimate._mean)."""
     w, e = _budget(weight, epsilon)
     return Aggregate("mean", _column(column), _bounds(bounds), weight=w, epsilon=e)
+
+
+def share(condition: str, *, weight: float = 1.0, epsilon: float | None = None) -> Aggregate:
+    """The share of rows where `condition` holds (a true/false column or row expression such as
+    `"union" = 'yes'`), among the rows where it is not null: the mean of its 0/1 value, with the
+    mean's two-stage estimate and interval in [0, 1]."""
+    w, e = _budget(weight, epsilon)
+    return Aggregate("mean", _column(condition), (0.0, 1.0), weight=w, epsilon=e, share=True)
 
 
 def std(column: str, bounds: Sequence[float] | None = None, *, weight: float = 1.0,

@@ -143,6 +143,9 @@ class Table:
 def _not_numeric(engine: Engine, column: str, name: str) -> DataError:
     if engine.is_empty():
         return DataError("the table is empty (it has no rows): there is nothing to release")
+    if column not in engine.schema():
+        return DataError(f"the expression {column!r} of {name} does not give numbers: CAST it to a "
+                         "number or compare it (a true/false expression counts as 1 or 0)")
     return DataError(f"column {column!r} of {name} holds {engine.schema()[column]} values, not "
                      "numbers: convert it to a numeric type first (text such as 'n/a' to null), "
                      "or choose a numeric column")
@@ -201,16 +204,34 @@ class Grouped:
     def agg(self, **aggregates: Aggregate) -> Query:
         if not aggregates:
             raise InvalidParameter("agg() needs at least one aggregate, e.g. users=bdp.count_units()")
+        expressions: dict[str, RowExpression] = {}
         for name, a in aggregates.items():
             if not isinstance(a, Aggregate):
                 raise invalid(name, a, "an aggregate such as bdp.count() or bdp.sum('col', bounds=(0, 1))")
             if a.column is not None:
-                check_column(a.column, self.table.columns, f"aggregate {name!r}")
-                if not self.table.engine.is_numeric(a.column):
-                    raise _not_numeric(self.table.engine, a.column, name)
+                value = self._value(name, a)
+                if isinstance(value, RowExpression):
+                    expressions[a.column] = value
             if name in self.by:
                 raise invalid(name, a, "an aggregate name that is not also a group column")
-        return Query(self.table, self.by, self.keys, dict(aggregates))
+        return Query(self.table, self.by, self.keys, dict(aggregates), expressions)
+
+    def _value(self, name: str, a: Aggregate) -> str | RowExpression:
+        """The aggregate's column, or its row expression (`price * qty`, `"union" = 'yes'`)
+        checked by `bayesdp.expressions` and computed by the engine; of a numeric type, or
+        true/false for a share."""
+        assert a.column is not None
+        columns, engine = self.table.columns, self.table.engine
+        if a.column in columns or a.column.isidentifier():
+            value: str | RowExpression = check_column(a.column, columns, f"aggregate {name!r}")
+        else:
+            value = row_expression(a.column, columns, role=f"aggregate {name!r}")
+        if a.share and not engine.is_boolean(value):
+            raise DataError(f"share {name!r}: {a.column!r} is not true/false; give a condition such "
+                            f"as \"{a.column} > 0\" (rows where it is null are left out)")
+        if not engine.is_numeric(value):
+            raise _not_numeric(engine, a.column, name)
+        return value
 
 
 @dataclass(frozen=True)
@@ -219,6 +240,7 @@ class Query:
     by: tuple[str, ...]
     keys: tuple[tuple[Any, ...], ...] | None
     aggregates: dict[str, Aggregate] = field(default_factory=dict)
+    expressions: dict[str, RowExpression] = field(default_factory=dict)
 
     @property
     def private_keys(self) -> bool:
@@ -337,7 +359,8 @@ class Query:
             unit=self.table.privacy_unit, keys=self.by, max_groups=plan.max_groups,
             max_rows=plan.max_rows, seed=seed, public_keys=self.keys,
             measures=tuple(dict.fromkeys(measures)), cells=tuple(dict.fromkeys(cells)),
-            bins=tuple(dict.fromkeys(bins)), where=self.table.filters)
+            bins=tuple(dict.fromkeys(bins)), where=self.table.filters,
+            expressions=tuple(self.expressions.items()))
 
     def _released(self, plan: Plan, groups: pd.DataFrame, units: np.ndarray,
                   rng: Rng) -> tuple[np.ndarray, pd.DataFrame]:

@@ -118,6 +118,17 @@ class BoundingRequest:
     cells: tuple[Cells, ...] = ()
     bins: tuple[Bins, ...] = ()
     where: tuple[RowExpression, ...] = ()  # checked filters, each rendered by the engine
+    # Value names that are row expressions (checked by `bayesdp.expressions`), not columns.
+    expressions: tuple[tuple[str, RowExpression], ...] = ()
+
+
+def value_inputs(req: BoundingRequest, values: list[str]) -> list[str]:
+    """The table columns the values read (an expression's own columns), first use first."""
+    exprs = dict(req.expressions)
+    cols: list[str] = []
+    for v in values:
+        cols.extend(sorted(exprs[v].columns) if v in exprs else [v])
+    return list(dict.fromkeys(cols))
 
 
 @dataclass(frozen=True)
@@ -192,7 +203,11 @@ class Engine(Protocol):
         """Column name -> engine type name."""
         ...
 
-    def is_numeric(self, column: str) -> bool: ...
+    def is_numeric(self, value: str | RowExpression) -> bool:
+        """Whether a column or checked row expression has a numeric (or boolean) type."""
+        ...
+
+    def is_boolean(self, value: str | RowExpression) -> bool: ...
 
     def is_empty(self, where: tuple[RowExpression, ...] = ()) -> bool: ...
 

@@ -49,6 +49,7 @@ from bayesdp.tables.engines.base import (
     cell_window,
     engine_failure,
     read_measures,
+    value_inputs,
 )
 
 _NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
@@ -135,8 +136,17 @@ class DuckDBEngine:
     def schema(self) -> dict[str, str]:
         return dict(zip(self.relation.columns, (str(t) for t in self.relation.types), strict=True))
 
-    def is_numeric(self, column: str) -> bool:
-        return self.schema()[column].split("(")[0] in _NUMERIC
+    def _type(self, value: str | RowExpression) -> str:
+        if isinstance(value, RowExpression):
+            with duckdb_errors():
+                return str(self.sql(f"SELECT {value.sql('duckdb')} FROM {SOURCE}").types[0])
+        return self.schema()[value]
+
+    def is_numeric(self, value: str | RowExpression) -> bool:
+        return self._type(value).split("(")[0] in _NUMERIC
+
+    def is_boolean(self, value: str | RowExpression) -> bool:
+        return self._type(value) == "BOOLEAN"
 
     def _filtered(self, where: Sequence[RowExpression]) -> str:
         cond = " AND ".join(w.sql("duckdb") for w in where) if where else "TRUE"
@@ -321,7 +331,7 @@ def keyed_hashes(req: BoundingRequest, values: Sequence[str]) -> tuple[str, str]
     assert req.unit is not None
     seed_r, seed_g = req.seed & _MASK64, (req.seed >> 64) & _MASK64
     unit, keys = ident(req.unit), [ident(k) for k in req.keys]
-    content = ", ".join([unit, *keys, *(ident(c) for c in values)])
+    content = ", ".join([unit, *keys, *(ident(c) for c in value_inputs(req, list(values)))])
     return (f"hash(xor(hash({content}), {seed_r}::UBIGINT))",
             f"hash(xor(hash({', '.join([unit, *keys])}), {seed_g}::UBIGINT))")
 
@@ -330,8 +340,9 @@ def _kept_sql(source: str, req: BoundingRequest, values: list[str], key_table: s
     """The kept rows: keys, `__first` (one row per kept (unit, group) pair), values `__v0`, ..."""
     keys = [ident(k) for k in req.keys]
     key_sel = "".join(f", {k}" for k in keys)
-    fields = "".join(f", nullif(CAST({ident(c)} AS DOUBLE), 'NaN'::DOUBLE) AS __v{j}"
-                     for j, c in enumerate(values))
+    exprs = dict(req.expressions)
+    fields = "".join(f", nullif(CAST({exprs[c].sql('duckdb') if c in exprs else ident(c)} AS DOUBLE),"
+                     f" 'NaN'::DOUBLE) AS __v{j}" for j, c in enumerate(values))
     if req.unit is None:  # every row is a unit: nothing to bound, no sort
         return f"SELECT TRUE AS __first{key_sel}{fields} FROM ({source}) WHERE {_in_keys(req, key_table)}"
     unit = ident(req.unit)

@@ -45,6 +45,7 @@ from bayesdp.tables.engines.base import (
     cell_window,
     engine_failure,
     read_measures,
+    value_inputs,
 )
 from bayesdp.tables.engines.duckdb import group_index, keyed_hashes
 
@@ -82,9 +83,19 @@ class SparkEngine:
     def schema(self) -> dict[str, str]:
         return {f.name: f.dataType.simpleString() for f in self.frame.schema.fields}
 
-    def is_numeric(self, column: str) -> bool:
-        dtype = self.frame.schema[column].dataType
-        return isinstance(dtype, T.NumericType | T.BooleanType)
+    def _type(self, value: str | RowExpression) -> T.DataType:
+        if isinstance(value, RowExpression):
+            try:
+                return self.frame.selectExpr(value.sql("spark")).schema.fields[0].dataType
+            except Exception as exc:  # the analyzer's errors: a schema fact, costs nothing
+                raise _data_error(exc) from None
+        return self.frame.schema[value].dataType
+
+    def is_numeric(self, value: str | RowExpression) -> bool:
+        return isinstance(self._type(value), T.NumericType | T.BooleanType)
+
+    def is_boolean(self, value: str | RowExpression) -> bool:
+        return isinstance(self._type(value), T.BooleanType)
 
     def _filtered(self, where: Sequence[RowExpression]) -> DataFrame:
         frame = self.frame
@@ -184,9 +195,10 @@ def _col(name: str) -> Column:
     return F.col("`" + name.replace("`", "``") + "`")
 
 
-def _value(name: str) -> Column:
-    """A value column as DOUBLE with NaN as null (as the DuckDB engine reads it)."""
-    v = _col(name).cast("double")
+def _value(req: BoundingRequest, name: str) -> Column:
+    """A value column or row expression as DOUBLE with NaN as null (as the DuckDB engine reads it)."""
+    exprs = dict(req.expressions)
+    v = (F.expr(exprs[name].sql("spark")) if name in exprs else _col(name)).cast("double")
     return F.when(~F.isnan(v), v)
 
 
@@ -228,7 +240,8 @@ def _text(value: Any) -> str:
 def _pairs(source: DataFrame, req: BoundingRequest, values: list[str]) -> DataFrame:
     """One row per (unit, group): row count, the kept rows, whether the pair is kept."""
     assert req.unit is not None
-    narrow = source.select(*[_col(c) for c in dict.fromkeys([req.unit, *req.keys, *values])])
+    narrow = source.select(*[_col(c) for c in dict.fromkeys([req.unit, *req.keys,
+                                                             *value_inputs(req, values)])])
     out_schema = T.StructType([*narrow.schema.fields, T.StructField("__hr", T.LongType(), False),
                                T.StructField("__hg", T.LongType(), False)])
     row_hash, group_hash = keyed_hashes(req, values)
@@ -236,7 +249,7 @@ def _pairs(source: DataFrame, req: BoundingRequest, values: list[str]) -> DataFr
     keys = [_col(k) for k in req.keys]
     hashed = _with_in_keys(hashed, req, narrow.schema)
     hashed = hashed.select(_col(req.unit).alias("__u"), *keys, "__in", "__hg", "__hr",
-                           *[_value(c).alias(f"__v{j}") for j, c in enumerate(values)])
+                           *[_value(req, c).alias(f"__v{j}") for j, c in enumerate(values)])
     aggs = [F.count(F.lit(1)).alias("__n")]
     if values:
         fields = [f"__v{j}" for j in range(len(values))]
