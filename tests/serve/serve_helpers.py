@@ -49,6 +49,7 @@ spend = {{ bounds = [0, 10] }}
 [datasets.gaps]
 source = "gaps.csv"
 privacy_unit = "user"
+max_groups_per_unit = 3
 budget = {{ epsilon = 3.0, delta = 1e-6 }}
 [datasets.gaps.columns]
 shop = {{ domain = ["a", "b", "c"] }}

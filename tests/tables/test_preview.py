@@ -54,3 +54,8 @@ def test_bounds_are_marked():
     p = t.agg(sd=bdp.std("x", bounds=(0, 10)), med=bdp.quantile("x", 0.5, bounds=(0, 10))).preview(
         1.0, group_size=1000).set_index("aggregate")
     assert p["upper_bound"].all() and p["abs_error"].isna().all() and p["noise_scale"].isna().all()
+
+
+def test_a_preview_is_repeatable():
+    q = _query(10, 5.0)
+    pd.testing.assert_frame_equal(q.preview(1.0, group_size=300), q.preview(1.0, group_size=300))

@@ -400,7 +400,8 @@ class Query:
         (`upper_bound` is True; a quantile's is in quantile levels) and `abs_error` is not given.
         `noise_scale` is the scale of the one noise of a count, sum or histogram; the other
         aggregates combine several (`plan(...).describe()` lists them) and show none. Warns when
-        the release would be useless. `rng` (simulation noise) is for tests only.
+        the release would be useless. A preview is repeatable: its simulation has a fixed seed
+        (it reads no data), which `rng` replaces.
         """
         plan = self.plan(epsilon, delta, max_groups_per_unit=max_groups_per_unit,
                          max_rows_per_group=max_rows_per_group, noise=noise,
@@ -410,10 +411,9 @@ class Query:
         n = check_positive_int("group_size", group_size) if group_size is not None else (threshold or 100)
         for w in usefulness_warnings(plan, self.aggregates, n):
             warnings.warn(w, UserWarning, stacklevel=2)
-        gen = resolve_rng(rng)
         rows = []
         for name, step in plan.steps.items():
-            acc = accuracy(step, a, n, gen)
+            acc = accuracy(step, a, n, rng)
             bound = acc is None
             if acc is None:
                 hw = half_width(step, a, n)
