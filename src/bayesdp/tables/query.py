@@ -375,12 +375,9 @@ class Query:
         found = groups.assign(__gi=np.arange(len(groups)))
         try:
             merged = public.merge(found, on=list(self.by), how="left", sort=False)
-        except (ValueError, TypeError):
-            schema = self.table.engine.schema()
-            types = ", ".join(f"{c!r} is {schema[c]} but the keys give {public[c].dtype}"
-                              for c in self.by if public[c].dtype != found[c].dtype)
-            raise DataError(f"the public keys do not have the type of the group columns ({types}): "
-                            "give keys of the column's type (for example 1, not '1')") from None
+        except (ValueError, TypeError) as exc:
+            raise DataError("public keys do not match the type of the group columns",
+                            private_detail=str(exc)) from None
         index = merged["__gi"].fillna(-1).to_numpy(np.int64)
         return index, public
 
