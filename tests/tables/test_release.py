@@ -189,7 +189,7 @@ def test_rows_as_units_release_what_a_unique_id_releases(events):
     assert d == ids.diagnostics and d.dropped_by_bounding == 0
     assert d.kept_rows + d.dropped_by_keys == len(events)
     assert rows.guarantee.unit == "row"
-    with pytest.raises(InvalidParameter, match="max_groups_per_unit=2 and max_rows_per_group=1: with "
-                       "privacy_unit=None"):
+    with pytest.raises(InvalidParameter, match=r"max_groups_per_unit=2 and max_rows_per_group=1: "
+                       r"without a privacy unit \(privacy_unit=None"):
         bdp.table(frame, None).group_by("campaign").agg(n=bdp.count()).release(1.0, 1e-6,
                                                                            max_groups_per_unit=2)

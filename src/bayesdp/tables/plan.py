@@ -147,7 +147,8 @@ def make_plan(aggregates: dict[str, Aggregate], *, epsilon: float, delta: float,
     if private_keys and delta == 0:
         raise InvalidParameter(
             "delta=0 is not allowed with private keys: partition selection needs delta > 0 "
-            "(for example 1e-6), or pass the public keys with group_by(..., keys=[...])")
+            "(for example 1e-6; on the command line --delta 1e-6), or make the keys public "
+            "(keys=[...] in group_by or in the spec)")
     if noise == "gaussian" and delta == 0:
         raise invalid("delta", delta, "> 0 with noise='gaussian' (Gaussian noise is never pure ε-DP)")
     fixed = {n: a.epsilon for n, a in aggregates.items() if a.epsilon is not None}

@@ -263,7 +263,8 @@ class Query:
         if self.table.privacy_unit is None and (k, m) != (1, 1):
             raise InvalidParameter(
                 f"max_groups_per_unit={k} and max_rows_per_group={max_rows_per_group}: "
-                "with privacy_unit=None every row is a unit, in one group, once; both must be 1 "
+                "without a privacy unit (privacy_unit=None; in a spec privacy_unit = false) every "
+                "row is a unit, in one group, once; both must be 1 "
                 "(name a privacy_unit column when a person has several rows)")
         return make_plan(self.aggregates, epsilon=eps, delta=d, noise=noise,
                          unit=self.table.unit_name, max_groups=k, max_rows=m,
