@@ -84,3 +84,4 @@ def test_cli_fixes_name_spec_keys_and_flags(events, tmp_path, capsys):
     spec.write_text(SPEC.replace("max_groups_per_unit = 2\n", ""))
     assert main(["release", str(data), "--spec", str(spec)]) == 2
     assert "max_groups_per_unit is required" in " ".join(capsys.readouterr().err.split())
+
