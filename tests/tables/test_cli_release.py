@@ -57,6 +57,14 @@ def test_release_command_errors_are_one_line(events, tmp_path, capsys):
     bad.write_text("not parquet")
     assert main(["release", str(bad), "--spec", str(spec), "--epsilon", "1"]) == 2
     assert "cannot read" in " ".join(capsys.readouterr().err.split())
+    # Fixes name the spec's keys and the command's flags.
+    spec.write_text(SPEC.replace('keys = ["alpha", "beta", "gamma"]\n', ""))
+    assert main(["release", str(data), "--spec", str(spec)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "--delta 1e-6" in err and "keys=[...] in group_by or in the spec" in err
+    spec.write_text(SPEC.replace("max_groups_per_unit = 2\n", ""))
+    assert main(["release", str(data), "--spec", str(spec)]) == 2
+    assert "max_groups_per_unit is required" in " ".join(capsys.readouterr().err.split())
 
 
 def test_release_spec_filters_are_checked(events, tmp_path, capsys):
@@ -72,16 +80,3 @@ def test_release_spec_filters_are_checked(events, tmp_path, capsys):
         assert err.startswith("error: condition") and named in err and "Traceback" not in err
     spec.write_text("where = ['revenue >= 0 -- ; DROP TABLE x', \"campaign <> 'zeta'\"]\n" + SPEC)
     assert main(["release", str(data), "--spec", str(spec)]) == 0
-
-
-def test_cli_fixes_name_spec_keys_and_flags(events, tmp_path, capsys):
-    data, spec = tmp_path / "events.csv", tmp_path / "spec.toml"
-    events.to_csv(data, index=False)
-    spec.write_text(SPEC.replace('keys = ["alpha", "beta", "gamma"]\n', ""))
-    assert main(["release", str(data), "--spec", str(spec)]) == 2
-    err = " ".join(capsys.readouterr().err.split())
-    assert "--delta 1e-6" in err and "keys=[...] in group_by or in the spec" in err
-    spec.write_text(SPEC.replace("max_groups_per_unit = 2\n", ""))
-    assert main(["release", str(data), "--spec", str(spec)]) == 2
-    assert "max_groups_per_unit is required" in " ".join(capsys.readouterr().err.split())
-
