@@ -61,7 +61,7 @@ REFUSED = [
     (BQ.replace("user_id", "campaign") + "COUNT(*) FROM events", "differs from the metadata", "campaign"),
     ("SELECT COUNT(*) FROM events e WHERE other.revenue > 1", "not the query's table", "other"),
     ("SELECT COUNT(*) FROM events LIMIT -1", "LIMIT", "-1"),
-    ("SELECT COUNT(*) AS n, SUM(campaign) AS s FROM events", "not numeric", "SUM(campaign)"),
+    ("SELECT COUNT(*) AS n, SUM(campaign) AS s FROM events", "not numbers", "SUM(campaign)"),
     ("SELECT COUNT(*) FROM events WHERE read_csv('x') IS NULL", "table function", "read_csv"),
     ("SELECT campaign, COUNT(*) FROM events GROUP BY campaign ORDER BY 5", "position", "5"),
     ("SELECT COUNT(*), SUM(revenue FROM events", "cannot be read", "FROM"),
