@@ -10,6 +10,13 @@ reported accuracy climb well above 50% (the holdout is overfit, as in Dwork et a
 
     python examples/model_selection.py                 # 1,000 rows per set, 5 repetitions
     python examples/model_selection.py --reps 20 --n 2000
+
+With the defaults (5 repetitions, about 10 minutes on a loaded 2-core machine) the naive
+holdout's reported accuracy climbed from 0.532 to 0.567 over 10 rounds while fresh accuracy
+stayed at 0.50-0.51; the reusable holdout's stayed between 0.519 and 0.555 without climbing
+(0.519 at round 10, fresh 0.492): Thresholdout keeps each answer within about its threshold
+plus noise (here 0.016 + 0.008) of the holdout. That costs privacy on the holdout: every
+answer that comes from the holdout is paid, about ε = 70-170 per run at this small noise.
 """
 
 from __future__ import annotations
