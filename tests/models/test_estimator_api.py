@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import warnings
 from typing import Any
 
@@ -101,3 +102,13 @@ def test_pipeline_and_clone_keep_the_guarantee() -> None:
     assert (total.epsilon, total.relation) == (pytest.approx(1.5), "replace_one")
     again = clone(pipe).fit(x, y)
     np.testing.assert_array_equal(again.predict_proba(x), pipe.predict_proba(x))  # seeded: reproducible
+
+
+def test_a_pickled_or_cloned_estimator_spends_from_the_same_ledger(tmp_path: Any) -> None:
+    ledger = bdp.Ledger(tmp_path / "budget.db", bdp.Guarantee(2.0))
+    est = GaussianNB(bounds=(0, 1), classes=[0, 1], ledger=ledger)
+    assert clone(est).ledger is ledger
+    restored = pickle.loads(pickle.dumps(est))
+    assert restored.ledger.path == ledger.path and restored.ledger.budget == ledger.budget
+    restored.fit(*xy())
+    assert [s.label for s in ledger.history()] == ["fit GaussianNB"]
