@@ -22,8 +22,8 @@ class KMeans(PrivateMixin, ClusterMixin, TransformerMixin, BaseEstimator):
     `n_iter` iterations (the whole budget: no convergence test reads the data) assigns rows to
     their nearest centre and releases per-cluster counts and sums of the clipped features with
     ε/n_iter (DPLloyd: Su et al. 2016, §3; SuLQ k-means: Blum et al. 2005, §5), through
-    bayesdp.models.moments. A cluster whose noisy count is within 3 noise scales of 0 moves to a
-    new spread point.
+    bayesdp.models.moments. A cluster whose noisy count is within 3 noise scales of 0, or under 5%
+    of n/k, moves next to the largest cluster's centre (a split of it; post-processing only).
     `labels_` is predict(X) on the training rows: the model applied to the data it was fit on.
     """
 
@@ -33,7 +33,7 @@ class KMeans(PrivateMixin, ClusterMixin, TransformerMixin, BaseEstimator):
         *,
         epsilon: float = 1.0,
         bounds: Any = None,
-        n_iter: int = 5,
+        n_iter: int = 10,
         ledger: Ledger | None = None,
         rng: Rng | None = None,
     ) -> None:
@@ -55,9 +55,11 @@ class KMeans(PrivateMixin, ClusterMixin, TransformerMixin, BaseEstimator):
         centres = _spread(lo, hi, k, rng)
         for _ in range(iters):
             m = noisy_moments(X, _nearest(X, centres), k, (lo, hi), eps / iters, rng, variances=False)
-            # A cluster whose noisy count is within 3 noise scales of empty has no usable mean.
-            empty = m.counts < 3 * m.count_scale
-            centres = np.where(empty[:, None], _spread(lo, hi, k, rng), m.means)
+            # A cluster within 3 noise scales of empty has no usable mean, and one with under 5% of
+            # an even share is stranded: it restarts beside the largest one, to split it next step.
+            empty = m.counts < max(3 * m.count_scale, 0.05 * m.counts.sum() / k)
+            nudge = (hi - lo) * (uniform(rng, centres.size).reshape(centres.shape) - 0.5) / 50
+            centres = np.where(empty[:, None], m.means[np.argmax(m.counts)] + nudge, m.means)
         self.cluster_centers_ = centres
         self.labels_ = _nearest(X, centres)
         self.n_iter_ = iters
