@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 EPSILONS = (0.1, 0.5, 1.0, 5.0)
-LIMIT_S = 60  # diffprivlib's PCA samples eigenvectors by a Bingham Gibbs sampler: minutes per fit
+LIMIT_S = 60  # (--limit) diffprivlib's PCA samples eigenvectors by a Bingham Gibbs sampler: minutes per fit
 DELTA = 1e-6
 
 ADULT_COLUMNS = [
@@ -332,7 +332,11 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--only", default="", help="run only the estimators whose name contains this")
+    parser.add_argument("--limit", type=int, default=60, help="seconds after which a fit is timed out")
     args = parser.parse_args()
+    global LIMIT_S
+    LIMIT_S = args.limit
     signal.signal(signal.SIGALRM, _timeout)
     warnings.simplefilter("ignore")  # diffprivlib's PrivacyLeakWarning never fires here: all bounds given
     print(
@@ -342,6 +346,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|")
     for table in (adult(), cps1988()):
         for name, x, y, (kind, ours, theirs, plain, metric) in tasks(table):
+            if args.only not in name:
+                continue
             base, _ = fit_score(plain, kind, x, y, table, metric)
             lower_better = "lower" in name
             for make in (ours, theirs):  # untimed warm-up: compiled kernels and caches
