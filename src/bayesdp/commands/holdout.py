@@ -4,6 +4,11 @@ Each line of the query file is a row expression over the columns of the train an
 file (CSV, Parquet or JSON), checked by `bayesdp.expressions` (no subqueries, files or other
 tables) and evaluated by DuckDB on every row; its mean over each file is one statistical query.
 Only the means leave the engine. Blank lines and lines starting with # are skipped.
+
+A query must map every training row into [0, 1] (or be clipped there with --clip): the training
+file is checked and errors name what is wrong with it. The holdout is never checked: there a
+NULL or non-numeric value counts as 0 and values are clipped into [0, 1]
+(`holdout.statistical_means`), so no error and no printed count tells anything about its rows.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from rich.table import Table
 from bayesdp.commands import SEED_HELP, SEEDED_NOTE, add_memory_options
 from bayesdp.errors import DataError, invalid
 from bayesdp.expressions import RowExpression, row_expression
-from bayesdp.holdout import HoldoutAnswer, ReusableHoldout
+from bayesdp.holdout import HoldoutAnswer, ReusableHoldout, statistical_means
 from bayesdp.noise import rng_for_tests
 from bayesdp.tables.engines import connect, duckdb_errors
 
@@ -47,8 +52,9 @@ def register(sub: Any) -> None:
     parser.add_argument("--threshold-noise", type=float, default=None, help="default 2σ")
     parser.add_argument("--compare-noise", type=float, default=None, help="default 4σ")
     parser.add_argument(
-        "--clip", action="store_true", help="clip values outside [0, 1] (counted) instead of failing"
-    )
+        "--clip", action="store_true",
+        help="clip training values outside [0, 1] (counted) instead of failing; holdout values "
+             "are always clipped")
     parser.add_argument("--seed", type=int, default=None, help=SEED_HELP)
     add_memory_options(parser)
     parser.set_defaults(run=run)
@@ -65,13 +71,13 @@ def run(args: argparse.Namespace) -> int:
         raise DataError(f"the holdout file {args.holdout} has no rows")
     checked = [check_query(expr, line, train.columns, holdout.columns) for line, expr in queries]
     train_means: list[float] = []
-    hold_means: list[float] = []
     clipped = 0
     for (line, _), expr in zip(queries, checked, strict=True):
-        for rel, means, name in ((train, train_means, "train"), (holdout, hold_means, "holdout")):
-            mean, c = column_mean(rel, expr, args.clip, f"{name}, query line {line}")
-            means.append(mean)
-            clipped += c
+        mean, c = column_mean(train, expr, args.clip, f"train, query line {line}")
+        train_means.append(mean)
+        clipped += c
+    with duckdb_errors(f"cannot read the holdout file {args.holdout}"):
+        hold_means = statistical_means(holdout, checked)
     h = ReusableHoldout(
         None, n, threshold=args.threshold, sigma=args.sigma, budget=args.budget,
         threshold_noise=args.threshold_noise, compare_noise=args.compare_noise,
@@ -113,7 +119,8 @@ def relation(con: duckdb.DuckDBPyConnection, path: Path, name: str) -> Any:
 
 
 def column_mean(rel: Any, expr: RowExpression, clip: bool, where: str) -> tuple[float, int]:
-    """Mean over rows of a [0, 1]-valued expression, computed in DuckDB; refuses NULLs and range errors."""
+    """Mean over the training rows of a [0, 1]-valued expression, computed in DuckDB; refuses
+    NULLs, and values outside [0, 1] unless `clip` (then returns how many were clipped)."""
     v = f"TRY_CAST({expr.sql('duckdb')} AS DOUBLE)"
     with duckdb_errors(f"{where}: cannot evaluate {expr.text!r}"):
         row = rel.aggregate(
@@ -148,4 +155,4 @@ def show(
     if seeded:
         out.print(f"[bold red]{SEEDED_NOTE}[/]", highlight=False)
     if clipped:
-        out.print(f"clipped values: {clipped}", highlight=False)
+        out.print(f"clipped training values: {clipped}", highlight=False)

@@ -22,7 +22,7 @@ from bayesdp import tables
 from bayesdp.commands.release import RELEASE_KEYS, build, check_spec
 from bayesdp.errors import CuratorWarning, DataError, InvalidParameter, invalid
 from bayesdp.expressions import row_expression
-from bayesdp.holdout import ReusableHoldout
+from bayesdp.holdout import ReusableHoldout, statistical_means
 from bayesdp.privacy import Ledger, Spend
 from bayesdp.serve.config import Config, Dataset, Holdout
 from bayesdp.serve.state import State
@@ -261,13 +261,9 @@ class HoldoutService:
         if not isinstance(expressions, list) or not expressions or \
                 not all(isinstance(e, str) for e in expressions):
             raise invalid("queries", expressions, "a non-empty list of SQL expressions")
-        checked = [row_expression(e, self.columns, role="holdout query").sql(dialect="duckdb")
-                   for e in expressions]
-        # One scan per table answers the whole batch; only the means leave DuckDB.
-        values = ", ".join(f"avg(least(greatest(coalesce(try_cast(({sql}) AS DOUBLE), 0), 0), 1))"
-                           for sql in checked)
-        means = {kind: [float(v) for v in self.service.relation(kind, self.cfg.name).aggregate(values)
-                        .fetchall()[0]] for kind in ("train", "holdout")}
+        checked = [row_expression(e, self.columns, role="holdout query") for e in expressions]
+        means = {kind: statistical_means(self.service.relation(kind, self.cfg.name), checked)
+                 for kind in ("train", "holdout")}
         with self._lock:
             h = self._holdout
             if h is None:
