@@ -12,6 +12,7 @@ import pytest
 from serve_helpers import Server, add_analyst
 
 webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
@@ -38,7 +39,8 @@ def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
 @pytest.mark.slow
 def test_sign_in_preview_release_and_read_the_table(server: Server, browser: webdriver.Chrome,
                                                     tmp_path: Path) -> None:
-    wait = WebDriverWait(browser, WAIT_S)
+    # The page re-renders its tables as answers arrive: an element read mid-render is retried.
+    wait = WebDriverWait(browser, WAIT_S, ignored_exceptions=(StaleElementReferenceException,))
     browser.get(server.url)
     browser.find_element(By.ID, "token").send_keys("bdp_wrong_token")
     browser.find_element(By.ID, "signin-button").click()
