@@ -41,6 +41,16 @@ CASES = [
           "SUM(revenue, contribution_bounds_per_group => (0, 100)) AS s FROM events", False,
      lambda df: unit(df).agg(n=bdp.count(), s=bdp.sum("revenue", B)),
      {"epsilon": 1.0, "delta": 1e-6, "max_groups_per_unit": 3, "max_rows_per_group": 4}),
+    ("bigquery: aggregates of row expressions, their bounds from the query",
+     BQ + "campaign, SUM(CASE WHEN revenue > 10 THEN 1 ELSE 0 END) AS big, AVG(country = 'FR') AS fr, "
+          "COUNT(revenue) AS known, SUM(revenue * 2, contribution_bounds_per_group => (0, 200)) AS r2 "
+          "FROM events GROUP BY campaign", False,
+     lambda df: unit(df).group_by("campaign").agg(
+         big=bdp.sum("CASE WHEN revenue > 10 THEN 1 ELSE 0 END", (0, 1)),
+         fr=bdp.mean("country = 'FR'", (0, 1)),
+         known=bdp.sum("CASE WHEN revenue IS NOT NULL THEN 1 ELSE 0 END", (0, 1)),
+         r2=bdp.sum("revenue * 2", (0, 200))),
+     {"epsilon": 1.0, "delta": 1e-6, "max_groups_per_unit": 3}),
     ("plain: public keys from the metadata",
      "SELECT campaign, COUNT(*), SUM(revenue), AVG(revenue) FROM events GROUP BY campaign", True,
      lambda df: unit(df).group_by("campaign", keys=["spring", "summer", "fall", "winter"]).agg(

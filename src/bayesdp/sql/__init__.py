@@ -37,17 +37,19 @@ Two dialects, one path (parse -> check -> the builder's `Query` -> its release -
 
        SELECT campaign, COUNT(*), SUM(revenue), AVG(revenue) FROM events GROUP BY campaign
 
-Supported: COUNT(*), COUNT(unit), COUNT(DISTINCT unit) (the number of people), SUM, AVG,
-STDDEV[_POP|_SAMP], VARIANCE / VAR_POP / VAR_SAMP, MEDIAN, PERCENTILE_CONT / QUANTILE_CONT (and
-PERCENTILE_CONT(q) WITHIN GROUP (ORDER BY col)) over columns; WHERE (a public, row-local filter,
+Supported: COUNT(*), COUNT(unit), COUNT(DISTINCT unit) (the number of people), COUNT(x) (rows
+where x is not null), SUM, AVG, STDDEV[_POP|_SAMP], VARIANCE / VAR_POP / VAR_SAMP, MEDIAN,
+PERCENTILE_CONT / QUANTILE_CONT (and PERCENTILE_CONT(q) WITHIN GROUP (ORDER BY col)) over columns
+or row expressions (arithmetic, CASE, conditions on one row's columns, checked by
+`bayesdp.expressions`; bounds from `contribution_bounds_per_*`, [0, 1] for a condition, or the
+range of a CASE whose results are number literals); WHERE (a public, row-local filter,
 checked by `bayesdp.expressions`); GROUP BY columns; public keys from the metadata or from a
 `WHERE col IN (...)` on a column the metadata declares `public`; and, on released values,
 arithmetic, ROUND, ABS, aliases, HAVING, ORDER BY, LIMIT and OFFSET (`postprocess`). Each distinct
 aggregate call is one aggregate of the Query, in order of first appearance (SELECT, HAVING,
 ORDER BY). Refused, with the construct and its position: joins, subqueries and CTEs, window
 functions, UNION / INTERSECT / EXCEPT, SELECT *, non-aggregated columns that are not group keys,
-any use of the privacy unit other than counting it, aggregates without bounds, and aggregates of
-expressions (until the builder has expression aggregates).
+any use of the privacy unit other than counting it, and aggregates without bounds.
 
 Notes: the parser. sqlglot was chosen over DuckDB's `json_serialize_sql`. DuckDB's serializer
 gives DuckDB's own parse tree with character positions, and parses about as fast (1.4 ms vs 2.0

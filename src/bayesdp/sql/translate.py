@@ -487,16 +487,19 @@ class _Translator:
             return tables.count()
         if isinstance(arg, exp.Column) and self.unit is not None and self._column(arg) == self.unit:
             return tables.count()  # the unit is never null in a release (the builder checks)
-        raise self.error("COUNT(expression) is not supported yet (it needs expression aggregates); "
-                         "count rows with COUNT(*) and filter with WHERE expression IS NOT NULL", arg)
+        # COUNT(x) counts the rows where x is not null: the sum of a 0/1 indicator.
+        present = exp.Case(ifs=[exp.If(this=exp.Not(this=exp.Is(this=arg.copy(), expression=exp.Null())),
+                                       true=exp.Literal.number(1))], default=exp.Literal.number(0))
+        return tables.sum(self._row_expression(present, f"the argument of {self.call(agg)}").text, (0, 1))
 
     def _argument(self, agg: exp.Expr, arg: exp.Expr | None, named: dict[str, exp.Expr]
                   ) -> tuple[str, tuple[float, float]]:
         if isinstance(arg, exp.Distinct):
             raise self.error("DISTINCT inside an aggregate is not supported (only COUNT(DISTINCT unit))", arg)
+        if arg is None:
+            raise self.error(f"{self.call(agg)} needs a column or a row expression", agg)
         if not isinstance(arg, exp.Column):
-            raise self.error("an aggregate of an expression is not supported yet (it needs "
-                             "expression aggregates); aggregate a column", arg or agg)
+            return self._expression_argument(agg, arg, named)
         name = self._column(arg)
         if name == self.unit:
             raise self.error(f"{self.call(agg)} is a function of the privacy unit: the only one "
@@ -509,6 +512,26 @@ class _Translator:
                              f"=> (low, high) or [tables.NAME.columns.{name}] bounds = [low, high] "
                              "in the metadata (public limits, not read from the data)", agg)
         return name, meta.bounds
+
+    def _expression_argument(self, agg: exp.Expr, arg: exp.Expr, named: dict[str, exp.Expr]
+                             ) -> tuple[str, tuple[float, float]]:
+        """A row expression as an aggregate's value (checked by `bayesdp.expressions`; the builder
+        checks its text again), with bounds from the query: the named contribution bounds, else
+        [0, 1] for a condition, else the range of a CASE whose results are all number literals."""
+        checked = self._row_expression(arg, f"the argument of {self.call(agg)}")
+        if named:
+            return checked.text, self._bounds(next(iter(named.values())))
+        if isinstance(arg, exp.Predicate | exp.Connector | exp.Not | exp.Between | exp.In | exp.Is):
+            return checked.text, (0, 1)
+        if isinstance(arg, exp.Case):
+            results = [i.args.get("true") for i in arg.args.get("ifs", [])] + [arg.args.get("default")]
+            numbers = [self._number(r, "a CASE result") for r in results
+                       if r is not None and not isinstance(r, exp.Null)]
+            lo, hi = min([*numbers, 0]), max([*numbers, 0])
+            return checked.text, (lo, hi if hi > lo else lo + 1)
+        raise self.error(f"{self.call(agg)} aggregates an expression, which has no bounds: give "
+                         "contribution_bounds_per_group => (low, high), or write it as a condition or "
+                         "a CASE whose results are numbers", arg)
 
     def _bounds(self, node: exp.Expr) -> tuple[float, float]:
         if not isinstance(node, exp.Tuple) or len(node.expressions) != 2:
