@@ -336,3 +336,13 @@ def test_the_parser_of_the_independent_check_sees_subqueries(con):
     """The check above would notice: DuckDB's parser reports the sentinel table and the file."""
     assert "bdp_secret" in _tables_in(con, "SELECT * FROM t WHERE (SELECT count(*) FROM bdp_secret) > 0")
     assert len(_tables_in(con, f"SELECT * FROM t WHERE a IN (SELECT 1 FROM read_csv('{Path('x')}'))")) > 1
+
+
+def test_a_column_named_like_a_keyword_reads_as_the_column():
+    """`union = 'yes'` over a column named union: the word is read as the name (and checked),
+    where it is a column; elsewhere the keyword still refuses, and a real UNION is a subquery."""
+    assert row_expression("union = 'yes'", ["union", "year"]).text == "\"union\" = 'yes'"
+    with pytest.raises(InvalidParameter, match="cannot parse"):
+        row_expression("union = 'yes'", ["x"])
+    with pytest.raises(InvalidParameter, match="subquery"):
+        row_expression("x = 1 union select 1", ["x", "union"])

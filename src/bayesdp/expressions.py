@@ -89,6 +89,9 @@ CAST_TYPES = frozenset({
     _T.VARCHAR, _T.TEXT, _T.CHAR, _T.DATE, _T.TIMESTAMP, _T.TIMESTAMPNTZ,
 })
 
+# Tokens that already read as a name or a literal; any other token spelled like a column may be one.
+_NAME_TOKENS = frozenset({TokenType.VAR, TokenType.IDENTIFIER, TokenType.STRING, TokenType.NUMBER})
+
 _TABLE_FUNCTIONS = ("read_", "query", "glob", "parquet_", "sniff_", "iceberg_", "delta_scan",
                     "range", "generate_series", "unnest", "duckdb_", "pragma_", "sql_")
 
@@ -222,7 +225,7 @@ def row_expression(source: str | exp.Expression | RowExpression, columns: Collec
     elif isinstance(source, exp.Expression):
         tree = source.copy()
     elif isinstance(source, str):
-        tree = _parse(source, role)
+        tree = _parse(source, role, cols)
     else:
         raise invalid(role, source, "a SQL expression (text) over the table's columns")
     try:
@@ -239,7 +242,7 @@ def row_expression(source: str | exp.Expression | RowExpression, columns: Collec
     return RowExpression(text, frozenset(checker.used), tree)
 
 
-def _parse(text: str, role: str) -> exp.Expression:
+def _parse(text: str, role: str, columns: Collection[str] = ()) -> exp.Expression:
     if not text.strip():
         raise invalid(role, text, "a non-empty SQL expression over the table's columns")
     if len(text) > MAX_LENGTH:
@@ -251,7 +254,18 @@ def _parse(text: str, role: str) -> exp.Expression:
         if semicolon is not None:
             raise InvalidParameter(f"{role}: ';' at line {semicolon.line}, column {semicolon.col} is "
                                    "not allowed: give one expression, not statements")
-        trees = dialect.parser().parse(tokens, text)
+        try:
+            trees = dialect.parser().parse(tokens, text)
+        except SqlglotError:
+            # A column named like a keyword (`union = 'yes'`): read such words as names and try
+            # once more; the tree is checked as any other, and a second failure reports the first.
+            names = {c.lower() for c in columns}
+            renamed = [t for t in tokens if t.token_type not in _NAME_TOKENS and t.text.lower() in names]
+            if not renamed:
+                raise
+            for t in renamed:
+                t.token_type = TokenType.VAR
+            trees = dialect.parser().parse(tokens, text)
     except SqlglotError as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InvalidParameter(f"{role}: cannot parse {text!r} as a SQL expression: {first}") from None

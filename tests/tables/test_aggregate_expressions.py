@@ -27,7 +27,7 @@ def test_expressions_release_what_they_compute(sales):
     q = bdp.table(sales, "person").group_by("shop", keys=["a", "b"]).agg(
         revenue=bdp.sum("price * qty", bounds=(0, 100)),
         members=bdp.share('"union" = \'yes\''),
-        also=bdp.mean('"union" = \'yes\'', bounds=(0, 1)),
+        also=bdp.mean("union = 'yes'", bounds=(0, 1)),  # a column named like a keyword, unquoted
         rows=bdp.count())
     out = q.release(700.0, max_groups_per_unit=1, rng=rng_for_tests(1)).to_pandas().set_index("shop")
     truth = sales.assign(rev=sales.price * sales.qty, u=sales["union"].map({"yes": 1.0, "no": 0.0}))
