@@ -23,6 +23,8 @@ from bayesdp.mechanisms.base import (
 from bayesdp.noise import Rng, discrete_laplace, grid_for, resolve_rng, snap_add
 from bayesdp.privacy import Guarantee
 
+MAX_LENGTH = 10**9  # records per sequence; the quilt search indexes them with int64
+
 _NOTION_WORDS = {
     "pufferfish": (
         "Pufferfish privacy (Song, Wang & Chaudhuri 2017): for every record i and any two of its "
@@ -111,7 +113,8 @@ class MarkovQuiltMechanism:
     generator (tests only) gives no privacy. `length` is the longest sequence the release may
     contain (several people, each an independent chain, are covered: σ_max does not decrease
     with T); `states` gives the bins for a ChainClass given by bounds. `epsilon` in [1e-12, 700],
-    `lipschitz` in [1e-200, 1e200] (the mechanisms' ranges), noise of at most 2^50 grid steps.
+    `lipschitz` in [1e-200, 1e200] (the mechanisms' ranges), `length` at most 10^9, noise of at
+    most 2^50 grid steps.
     """
 
     def __init__(self, model: Any, length: int | None, epsilon: float, lipschitz: float = 2.0,
@@ -120,6 +123,9 @@ class MarkovQuiltMechanism:
         self.model = model
         self.epsilon = check_epsilon(epsilon)
         self.lipschitz = check_in_range("lipschitz", lipschitz, SENSITIVITY_RANGE)
+        if length is not None and not isinstance(length, bool) and isinstance(length, int) and \
+                length > MAX_LENGTH:
+            raise invalid("length", length, f"a positive integer up to {MAX_LENGTH:,}")
         self.notion = check_notion(notion)
         self.calibration = quilt_calibration(model, length, self.epsilon, method, notion)
         self.length = len(model.nodes) if isinstance(model, BayesianNetwork) else int(length or 0)
