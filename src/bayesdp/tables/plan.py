@@ -205,8 +205,14 @@ def _step(name: str, agg: Aggregate, eps: float | None, rho: float | None, k: in
     parts = {}
     for part, frac in agg.parts:
         sens = sensitivity(agg, part, max_rows)
-        parts[part] = Part(part, sens, _mechanism(part, sens, eps and eps * frac,
-                                                  rho and rho * frac, k, unit))
+        try:
+            mech = _mechanism(part, sens, eps and eps * frac, rho and rho * frac, k, unit)
+        except InvalidParameter as exc:  # say which share of the budget is out of range
+            raise InvalidParameter(
+                f"{name}.{part} gets {frac:g} of its aggregate's budget, per group over "
+                f"max_groups_per_unit={k}, with sensitivity {sens:g}: {exc} (raise epsilon, "
+                "lower max_groups_per_unit or max_rows_per_group, or narrow the bounds)") from None
+        parts[part] = Part(part, sens, mech)
     return Step(name, agg, eps, rho, parts, max_rows)
 
 
