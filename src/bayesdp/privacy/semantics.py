@@ -128,7 +128,9 @@ def posterior(g: Guarantee, prior: float) -> float:
     part 2); see `rare_output_mass`.
     """
     p = check_open_unit("prior", prior)
-    return 1.0 / (1.0 + (1.0 - p) / p * math.exp(-g.epsilon))
+    # (1 - p)/p · e^{-ε} in logs: the ratio alone overflows for a subnormal prior.
+    x = math.log1p(-p) - math.log(p) - g.epsilon
+    return 1.0 / (1.0 + math.exp(x)) if x <= 0 else math.exp(-x) / (1.0 + math.exp(-x))
 
 
 def rare_output_mass(g: Guarantee) -> float:

@@ -10,7 +10,7 @@ import pandas as pd
 
 from bayesdp.errors import DataError, check_delta, check_positive_int, invalid
 from bayesdp.mechanisms import Exponential
-from bayesdp.mechanisms.base import check_epsilon
+from bayesdp.mechanisms.base import check_in_range
 from bayesdp.noise import Rng, discrete_gaussian, resolve_rng
 from bayesdp.privacy import RELATIONS, Guarantee, Relation
 from bayesdp.synth.budget import rho_for, stated
@@ -27,6 +27,7 @@ from bayesdp.synth.tree import TreeModel, fit_tree
 
 # Cells per numeric column: a pair of columns is fitted on a table of bins² cells.
 MAX_BINS = 1000
+EPSILON_RANGE = (1e-12, 1e5)
 
 METHODS = ("mst", "aim", "independent")
 # Shares of the budget spent on privately discovering categorical domains, when any is needed.
@@ -337,10 +338,10 @@ def synthesize(
     of δ, shared by the columns that need it); numeric columns need public `bounds` and are cut
     into `bins` equal cells, values drawn uniformly within a cell on output. Rows with a value
     outside a declared domain are dropped and counted (`strict=True`: an error). A seeded `rng`
-    is for tests only: it makes the noise predictable. `epsilon` in [1e-12, 700], `delta` in
-    [1e-300, 1), `bins` at most MAX_BINS per column.
+    is for tests only: it makes the noise predictable. `epsilon` in [1e-12, 1e5] (spent in
+    zCDP, which stays finite there), `delta` in [1e-300, 1), `bins` at most MAX_BINS per column.
     """
-    check_epsilon(epsilon)
+    check_in_range("epsilon", epsilon, EPSILON_RANGE)
     if not check_delta("delta", delta) >= 1e-300:
         raise invalid("delta", delta, "in [1e-300, 1): zCDP accounting and level discovery need δ > 0")
     for m in (bins.values() if isinstance(bins, dict) else [bins]):
