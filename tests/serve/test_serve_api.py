@@ -200,9 +200,12 @@ def test_whether_a_holdout_query_fails_does_not_depend_on_the_holdout(server: Se
                "spend / 10", "shop"]
     r = http.post("/v1/holdouts/model/queries", json={"queries": queries})
     assert r.status_code == 200, r.text
-    # Answered, not refused (a noisy holdout answer may lie a little outside [0, 1]).
-    assert [a["source"] in ("train", "holdout") and a["value"] is not None
-            for a in r.json()["answers"]] == [True] * 4
+    # Answered, not refused. The holdout's budget is shared by every test on this server, so an
+    # answer may also say the budget is exhausted: that depends on earlier queries, not on rows.
+    answers = r.json()["answers"]
+    assert len(answers) == 4
+    assert all((a["source"] in ("train", "holdout") and a["value"] is not None)
+               or (a["source"] == "exhausted" and a["value"] is None) for a in answers)
 
 
 def test_data_dependent_errors_keep_their_detail_for_the_curator(server: Server) -> None:
