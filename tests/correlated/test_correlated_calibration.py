@@ -232,3 +232,12 @@ def test_eigengap_bound_dominates_the_exact_influence(notion: str) -> None:
                 <= bound + 1e-12
         assert quilt_calibration(chain, length, 2.0, method="approx", notion=notion).sigma >= \
             quilt_calibration(chain, length, 2.0, notion=notion).sigma * (1 - 1e-12)
+
+
+@pytest.mark.timeout(60)
+def test_a_nearly_reducible_chain_is_refused_not_a_memory_hog():
+    """Records correlated over millions of positions would need a window of that width (its
+    square in memory, ~17 GB at the old 2^14 limit): the exact search refuses beyond MAX_WINDOW."""
+    chain = MarkovChain([[1 - 1e-300, 1e-300], [1e-300, 1 - 1e-300]])
+    with pytest.raises(InvalidParameter, match="wider than 4096 nodes"):
+        quilt_calibration(chain, 100_000, 1.0)

@@ -31,7 +31,9 @@ from bayesdp.correlated.influence import (
 from bayesdp.errors import InvalidParameter, check_positive, check_positive_int, invalid
 
 METHODS: tuple[str, ...] = ("exact", "approx")
-MAX_WINDOW = 1 << 14
+# The search scores window x window quilt shapes at once (a few float64 matrices): 2^12 keeps
+# that near 1 GB; a model correlated over longer distances is refused (use method='approx').
+MAX_WINDOW = 1 << 12
 _BLOCK = 4096  # interior nodes scored at once for an explicit start
 
 
