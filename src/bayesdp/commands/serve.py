@@ -158,7 +158,9 @@ def _serve(config: Any, args: argparse.Namespace, token: str | None = None) -> i
         raise InvalidParameter("give both --ssl-keyfile and --ssl-certfile to serve HTTPS")
     app = create_app(config)
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto IPPROTO_TCP, not 0: asyncio turns Nagle's algorithm off (TCP_NODELAY) only on sockets
+    # that say they are TCP, and with it on every keep-alive response waited 40 ms for an ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((args.host, args.port))
     host, port = sock.getsockname()[:2]
