@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -35,6 +35,17 @@ METHODS: tuple[str, ...] = ("exact", "approx")
 # that near 1 GB; a model correlated over longer distances is refused (use method='approx').
 MAX_WINDOW = 1 << 12
 _BLOCK = 4096  # interior nodes scored at once for an explicit start
+
+
+@runtime_checkable
+class SelfCalibrating(Protocol):
+    """A model that computes its own influences and calibration (a BayesianNetwork): chains are
+    searched here; a network, which imports this module, answers for itself."""
+
+    def max_influence(self, node: Any, quilt: Sequence[Any], notion: str = ...) -> float: ...
+
+    def calibration(self, epsilon: float, *, length: int | None = ..., method: str = ...,
+                    notion: str = ..., node: Any = ...) -> QuiltCalibration: ...
 
 
 @dataclass(frozen=True)
@@ -348,9 +359,7 @@ def quilt_calibration(model: Any, length: int | None, epsilon: float, method: st
     """
     eps = check_positive("epsilon", epsilon)
     check_notion(notion)
-    from bayesdp.correlated.network import BayesianNetwork
-
-    if isinstance(model, BayesianNetwork):
+    if isinstance(model, SelfCalibrating):
         return model.calibration(eps, length=length, method=method, notion=notion, node=node)
     if length is None:
         raise invalid("length", length, "a positive integer (the number of records in a chain)")
@@ -369,9 +378,7 @@ def max_influence(model: Any, node: Any, quilt: Sequence[Any], notion: str = "pu
     for a BayesianNetwork; notion="bdp" takes the sup over what the adversary knows (Zhao et al.
     2017, Eq. 6). Chain nodes are 0-based; a chain quilt has at most one node on each side."""
     check_notion(notion)
-    from bayesdp.correlated.network import BayesianNetwork
-
-    if isinstance(model, BayesianNetwork):
+    if isinstance(model, SelfCalibrating):
         return model.max_influence(node, quilt, notion)
     chains, _ = chain_models(model, "exact")
     T = check_positive_int("length", length) if length is not None else 0
