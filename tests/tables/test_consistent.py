@@ -7,6 +7,7 @@ import pandas as pd
 import bayesdp.tables as bdp
 from bayesdp import Guarantee, Ledger, rng_for_tests
 from bayesdp.cli import main
+from bayesdp.report import write_release_report
 from bayesdp.tables.estimate import Estimate, value_range
 
 
@@ -52,7 +53,7 @@ def test_the_report_draws_an_estimate_outside_its_interval(events, tmp_path):
         1.0, max_groups_per_unit=1, rng=rng_for_tests(1))
     odd = type(r)(r.keys, {"n": Estimate(np.array([-236.0]), np.array([0.0]), np.array([4.0]))},
                   r.plan, r.alpha, r.diagnostics, r.public_keys)
-    assert "<img" in odd.report(tmp_path / "r.html").read_text()
+    assert "<img" in write_release_report(odd, tmp_path / "r.html").read_text()
 
 
 SPEC = """

@@ -34,7 +34,7 @@ from bayesdp import tables
 from bayesdp.commands import add_memory_options
 from bayesdp.errors import DataError, check_writable, invalid
 from bayesdp.privacy import Ledger
-from bayesdp.report import write_curator_report
+from bayesdp.report import write_curator_report, write_release_report
 from bayesdp.tables.engines import connect
 
 KINDS = ("count_units", "count", "sum", "mean", "share", "std", "quantile", "histogram")
@@ -165,7 +165,7 @@ def show(release: tables.Release, out: str | None, report: str | None,
                 df.to_csv(path, index=False)
             console.print(f"wrote {path}")
         if report:
-            console.print(f"wrote {release.report(report)}")
+            console.print(f"wrote {write_release_report(release, report)}")
         if curator_report:
             console.print(f"wrote {write_curator_report(release, curator_report)} "
                           "(curator only: do not publish)")

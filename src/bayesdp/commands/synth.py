@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
                   f"{model.clipped} numeric values were clipped into their bounds "
                   "(these counts are not private)[/]", highlight=False)
     if args.report:
-        from bayesdp.synth.report import synth_report
+        from bayesdp.report.synth import synth_report
 
         real = data[model.columns]
         Path(args.report).write_text(synth_report(real, synthetic, model, args.target))

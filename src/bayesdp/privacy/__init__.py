@@ -6,13 +6,12 @@ from bayesdp.privacy.accounting import (
     zcdp_epsilon,
     zcdp_epsilon_simple,
 )
-from bayesdp.privacy.guarantee import RELATIONS, Guarantee, Relation
+from bayesdp.privacy.guarantee import RELATIONS, Guarantee, Relation, dp_from_semantic
 from bayesdp.privacy.ledger import Ledger, Spend
 from bayesdp.privacy.semantics import (
     BayesCheck,
     SemanticPrivacy,
     bayes_check,
-    dp_from_semantic,
     product_prior,
 )
 

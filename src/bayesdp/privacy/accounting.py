@@ -19,7 +19,7 @@ from bayesdp.errors import (
     check_positive,
     invalid,
 )
-from bayesdp.privacy.guarantee import Guarantee, check_compatible
+from bayesdp.privacy.guarantee import Guarantee, basic_composition, check_compatible
 
 Method = Literal["basic", "advanced", "zcdp", "rdp", "pld"]
 METHODS: tuple[str, ...] = ("basic", "advanced", "zcdp", "rdp", "pld")
@@ -140,13 +140,13 @@ def compose(
     if method == "basic":
         if delta is not None:
             raise invalid("delta", delta, "None for basic composition (δ's simply add)")
-        return _basic([g for g, _ in pairs])
+        return basic_composition([g for g, _ in pairs])
     if delta is None:
         raise invalid("delta", delta, f"a number in (0, 1) for {method} composition")
     d = check_delta("delta", delta)
     if d == 0:
         raise invalid("delta", delta, f"in (0, 1) for {method} composition")
-    basic = _basic([g for g, _ in pairs])
+    basic = basic_composition([g for g, _ in pairs])
     if method == "advanced":
         eps, total_delta = _advanced([g for g, _ in pairs], d)
         if eps < basic.epsilon:
@@ -178,24 +178,6 @@ def _pairs(items: Iterable[Any]) -> list[tuple[Guarantee, Noise | None]]:
     for g, _ in pairs[1:]:
         check_compatible(g, pairs[0][0], "it is composed with a guarantee")
     return pairs
-
-
-def _basic(gs: Sequence[Guarantee]) -> Guarantee:
-    """Basic composition: Σε, Σδ, Σρ (Dwork & Roth 2014, Thm 3.16; Bun & Steinke 2016, L. 1.7)."""
-    rhos = [g.rho for g in gs]
-    rho = math.fsum(r for r in rhos if r is not None) if all(r is not None for r in rhos) else None
-    delta = math.fsum(g.delta for g in gs)
-    if delta >= 1:
-        raise InvalidParameter(
-            f"delta={delta:.3g} is not allowed: the composed δ (sum of the parts) must be < 1"
-        )
-    return Guarantee(
-        math.fsum(g.epsilon for g in gs),
-        delta,
-        relation=gs[0].relation,
-        unit=gs[0].unit,
-        rho=rho,
-    )
 
 
 def _advanced(gs: Sequence[Guarantee], slack: float) -> tuple[float, float]:

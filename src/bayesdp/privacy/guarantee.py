@@ -8,19 +8,20 @@ accesses to the data cost budget, and they compose (see `bayesdp.privacy.account
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from bayesdp.errors import (
     InvalidParameter,
     check_delta,
+    check_finite,
     check_nonnegative,
     check_positive_int,
     invalid,
 )
-
-if TYPE_CHECKING:
-    from bayesdp.privacy.semantics import SemanticPrivacy
+from bayesdp.privacy import semantics
+from bayesdp.privacy.semantics import SemanticPrivacy
 
 Relation = Literal["add_remove", "replace_one"]
 RELATIONS: tuple[str, ...] = ("add_remove", "replace_one")
@@ -89,9 +90,8 @@ class Guarantee:
         """Basic composition: ε, δ (and ρ) add (Dwork et al. 2006; Dwork & Roth 2014, Thm 3.16)."""
         if not isinstance(other, Guarantee):
             return NotImplemented
-        from bayesdp.privacy.accounting import compose
-
-        return compose([self, other], method="basic")
+        check_compatible(other, self, "it is composed with a guarantee")
+        return basic_composition([self, other])
 
     def __radd__(self, other: Any) -> Guarantee:
         """Lets `sum(guarantees)` start from 0."""
@@ -155,33 +155,61 @@ class Guarantee:
 
     def semantic(self, n: int) -> SemanticPrivacy:
         """Semantic privacy on databases of n rows (Kasiviswanathan & Smith, Thms 2.2 and 2.4)."""
-        from bayesdp.privacy.semantics import semantic
-
-        return semantic(self, n)
+        return semantics.semantic(self, n)
 
     def posterior(self, prior: float) -> float:
         """Largest posterior on a yes/no fact about one person from prior p: pe^ε/(1 − p + pe^ε)."""
-        from bayesdp.privacy.semantics import posterior
-
-        return posterior(self, prior)
+        return semantics.posterior(self, prior)
 
     def tradeoff(self, alpha: float) -> float:
         """Smallest type-II error of any test at type-I error α (Kairouz et al. 2015, Thm 2.1)."""
-        from bayesdp.privacy.semantics import tradeoff
-
-        return tradeoff(self, alpha)
+        return semantics.tradeoff(self, alpha)
 
     def min_total_error(self) -> float:
         """min(α + β) = 2(1 − δ)/(1 + e^ε) over all tests (Kairouz, Oh & Viswanath 2015)."""
-        from bayesdp.privacy.semantics import min_total_error
-
-        return min_total_error(self)
+        return semantics.min_total_error(self)
 
     def explain(self, n: int | None = None, prior: float | None = None) -> str:
         """A short paragraph in plain words on what this guarantee lets an adversary conclude."""
-        from bayesdp.privacy.semantics import explain
+        return semantics.explain(self, n=n, prior=prior)
 
-        return explain(self, n=n, prior=prior)
+
+def basic_composition(gs: Sequence[Guarantee]) -> Guarantee:
+    """Basic composition: Σε, Σδ, Σρ (Dwork & Roth 2014, Thm 3.16; Bun & Steinke 2016, L. 1.7)."""
+    rhos = [g.rho for g in gs]
+    rho = math.fsum(r for r in rhos if r is not None) if all(r is not None for r in rhos) else None
+    delta = math.fsum(g.delta for g in gs)
+    if delta >= 1:
+        raise InvalidParameter(
+            f"delta={delta:.3g} is not allowed: the composed δ (sum of the parts) must be < 1"
+        )
+    return Guarantee(
+        math.fsum(g.epsilon for g in gs),
+        delta,
+        relation=gs[0].relation,
+        unit=gs[0].unit,
+        rho=rho,
+    )
+
+
+def dp_from_semantic(epsilon: float, delta: float = 0.0) -> Guarantee:
+    """The converse (KS Thm 2.2: ε/2-SP ⇒ 3ε-DP for ε ≤ 0.45; Thm 2.4: (ε, δ)-SP ⇒ (3ε, 2δ)-DP).
+
+    `epsilon`, `delta` are semantic-privacy parameters. The DP is under replace-one neighbours,
+    the relation in which seed 000 states DP (databases of n entries, one entry changed).
+    """
+    d = check_delta("delta", delta)
+    e = check_finite("epsilon", epsilon)
+    if d == 0:
+        if not 0 < e <= 0.225:
+            raise invalid("epsilon", epsilon, "in (0, 0.225] (Thm 2.2 needs ε/2-SP with ε ≤ 0.45)")
+        return Guarantee(6 * e, relation="replace_one")
+    if not 0 < e <= 0.45:
+        raise invalid("epsilon", epsilon, "in (0, 0.45] (Thm 2.4's converse)")
+    if 2 * d >= 1:
+        raise invalid("delta", delta, "< 0.5, so that 2δ < 1")
+    return Guarantee(3 * e, 2 * d, relation="replace_one")
+
 
 
 def check_compatible(g: Guarantee, ref: Guarantee, context: str) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,7 +23,9 @@ from bayesdp.errors import (
     check_positive_int,
     invalid,
 )
-from bayesdp.privacy.guarantee import Guarantee
+
+if TYPE_CHECKING:  # semantics reads guarantees; guarantee.py imports it for its methods
+    from bayesdp.privacy.guarantee import Guarantee
 
 # Tail mass beyond which bayes_check folds a discrete Laplace count into its end points.
 TAIL = 1e-9
@@ -101,25 +103,6 @@ def semantic(g: Guarantee, n: int) -> SemanticPrivacy:
     return SemanticPrivacy(eps, dlt, True, f"{which}: ε'={eps:.3g}, δ'={dlt:.3g}{note}")
 
 
-def dp_from_semantic(epsilon: float, delta: float = 0.0) -> Guarantee:
-    """The converse (KS Thm 2.2: ε/2-SP ⇒ 3ε-DP for ε ≤ 0.45; Thm 2.4: (ε, δ)-SP ⇒ (3ε, 2δ)-DP).
-
-    `epsilon`, `delta` are semantic-privacy parameters. The DP is under replace-one neighbours,
-    the relation in which seed 000 states DP (databases of n entries, one entry changed).
-    """
-    d = check_delta("delta", delta)
-    e = check_finite("epsilon", epsilon)
-    if d == 0:
-        if not 0 < e <= 0.225:
-            raise invalid("epsilon", epsilon, "in (0, 0.225] (Thm 2.2 needs ε/2-SP with ε ≤ 0.45)")
-        return Guarantee(6 * e, relation="replace_one")
-    if not 0 < e <= 0.45:
-        raise invalid("epsilon", epsilon, "in (0, 0.45] (Thm 2.4's converse)")
-    if 2 * d >= 1:
-        raise invalid("delta", delta, "< 0.5, so that 2δ < 1")
-    return Guarantee(3 * e, 2 * d, relation="replace_one")
-
-
 def posterior(g: Guarantee, prior: float) -> float:
     """Largest posterior from prior p: p·e^ε/(1 − p + p·e^ε) (Bayes' rule; Kazan & Reiter 2024).
 
@@ -127,9 +110,13 @@ def posterior(g: Guarantee, prior: float) -> float:
     it holds except on outputs of total probability at most 2δ/(1 − e^{−ε}) (KS Lemma 3.3,
     part 2); see `rare_output_mass`.
     """
-    p = check_open_unit("prior", prior)
-    # (1 - p)/p · e^{-ε} in logs: the ratio alone overflows for a subnormal prior.
-    x = math.log1p(-p) - math.log(p) - g.epsilon
+    return _posterior_bound(g.epsilon, check_open_unit("prior", prior))
+
+
+def _posterior_bound(epsilon: float, p: float) -> float:
+    """p·e^ε/(1 − p + p·e^ε) computed in logs: the ratio (1 − p)/p alone overflows for a
+    subnormal prior (Bayes' rule)."""
+    x = math.log1p(-p) - math.log(p) - epsilon
     return 1.0 / (1.0 + math.exp(x)) if x <= 0 else math.exp(-x) / (1.0 + math.exp(-x))
 
 
@@ -166,7 +153,7 @@ def explain(g: Guarantee, n: int | None = None, prior: float | None = None) -> s
     caveat = ""
     if d > 0:
         mass = rare_output_mass(g)
-        twice = posterior(Guarantee(2 * e), 0.5 if p is None else p)
+        twice = _posterior_bound(2 * e, 0.5 if p is None else p)
         caveat = (
             " (with δ > 0 this can fail on rare outputs; with 2ε in place of ε, giving "
             f"{twice:.3g}{' for the 50% belief' if p is None else ''}, it holds except on "

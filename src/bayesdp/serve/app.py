@@ -26,6 +26,7 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, PlainT
 from starlette.routing import Route
 
 from bayesdp.errors import BayesdpError, BudgetExceeded, InvalidParameter
+from bayesdp.report import write_release_report
 from bayesdp.serve.config import Config
 from bayesdp.serve.openapi import docs_page, openapi_schema
 from bayesdp.serve.service import AuditedLedger, DatasetNotFound, Service
@@ -274,8 +275,8 @@ def create_app(config: Config) -> Starlette:
         doc = stored_release(call)
         # The report draws with matplotlib's pyplot, whose state is global: one report at a time.
         with report_lock, tempfile.TemporaryDirectory() as tmp:
-            path = release_from_json(doc).report(Path(tmp) / "report.html",
-                                                 title=f"Private release {doc['id']} of {doc['dataset']}")
+            path = write_release_report(release_from_json(doc), Path(tmp) / "report.html",
+                                        title=f"Private release {doc['id']} of {doc['dataset']}")
             return HTMLResponse(path.read_text(encoding="utf-8"))
 
     def holdout(call: Call) -> Any:

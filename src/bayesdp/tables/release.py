@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -33,10 +32,11 @@ class Release:
     covering the noise, not the bias of clipping and bounding). Histograms give one column
     triple per bin, NAME[lo, hi). `diagnostics` holds exact counts of dropped rows, clipped
     values and nulls: they are data-dependent and not differentially private, so only
-    `curator_notes()` and `report(..., curator=PATH)` show them, never the publishable outputs
-    (`to_pandas`, `caveats`, `explain`, `report`). `label` and `dataset` name the release and
-    its table; `created` is when it ran (UTC). A release seen by someone other than the data holder
-    (`public()`, or one rebuilt from a service's answer) has `diagnostics=None`.
+    `curator_notes()` and `bayesdp.report.write_curator_report` show them, never the
+    publishable outputs (`to_pandas`, `caveats`, `explain`, `write_release_report`). `label`
+    and `dataset` name the release and its table; `created` is when it ran (UTC). A release
+    seen by someone other than the data holder (`public()`, or one rebuilt from a service's
+    answer) has `diagnostics=None`.
     `derived` describes columns computed from released values (post-processing, e.g. by SQL),
     which have no step in the plan; `columns` orders the output (default: keys, then aggregates).
     """
@@ -139,16 +139,6 @@ class Release:
         parts = [self.guarantee.explain(n), "", "How the budget was spent:", self.plan.describe(),
                  "", *self.caveats()]
         return "\n".join(parts)
-
-    def report(self, path: str | Path, *, title: str | None = None, n: int | None = None,
-               curator: str | Path | None = None) -> Path:
-        """Write a publishable HTML report (DP values only): the table, a plot per aggregate with
-        error bars, the plan, the guarantee, titled `title` (default the release's label).
-        `curator`: also write there a separate page of exact diagnostics, marked curator-only.
-        Both paths are checked before anything is written."""
-        from bayesdp.report import write_release_report
-
-        return write_release_report(self, path, title=title, n=n, curator=curator)
 
     def __repr__(self) -> str:
         return f"Release({len(self)} groups, {self.guarantee})"
