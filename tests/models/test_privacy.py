@@ -146,3 +146,38 @@ def test_objective_guarantee_states_the_sampler_total_variation() -> None:
     assert (g.epsilon, g.relation) == (1.0, "replace_one")
     # three one-vs-rest problems, each (1/3)-DP up to TV 3p/(4·2^40) with p = 5 (intercept)
     assert g.delta == pytest.approx(3 * (1 + np.exp(1 / 3)) * 15 / (4 * 2.0**40))
+
+
+@pytest.mark.parametrize(("epsilon", "C"), [(0.1, 1.0), (1.0, 1.0), (5.0, 1.0), (1.0, 1e3)])
+def test_objective_noise_leaves_the_jacobian_one_log_factor(
+    monkeypatch: pytest.MonkeyPatch, epsilon: float, C: float
+) -> None:
+    """ε' = ε − ln(1 + c/(nΛ')), Λ' = max(1/(nC), c/(n(e^{ε/2} − 1))): one log factor, not CMS's two."""
+    betas: list[float] = []
+    ridges: list[float] = []
+
+    def record(d: int, beta: float, rng: Any) -> tuple[np.ndarray, float]:
+        betas.append(beta)
+        return gamma_norm_noise(d, beta, rng)
+
+    def minimise(est: Any, x: np.ndarray, y: np.ndarray, reg: float, b: np.ndarray) -> np.ndarray:
+        ridges.append(reg)
+        return np.zeros(x.shape[1])
+
+    monkeypatch.setattr("bayesdp.models.logistic.gamma_norm_noise", record)
+    monkeypatch.setattr(LogisticRegression, "_minimise", minimise)
+    x, y = data(400)
+    LogisticRegression(epsilon=epsilon, C=C, data_norm=2.0, classes=[0, 1], rng=bdp.rng_for_tests(4)).fit(
+        x, (y > 0).astype(int)
+    )
+    n, c = 400, 0.25
+    ridge = max(1 / (n * C), c / (n * np.expm1(epsilon / 2)))
+    assert ridges == [pytest.approx(ridge, rel=1e-12)]
+    assert betas == [pytest.approx((epsilon - np.log1p(c / (n * ridge))) / 2, rel=1e-12)]
+
+
+def test_objective_guarantee_at_a_huge_epsilon_caps_delta() -> None:
+    """(1 + e^ε)·TV overflowed a float for ε > 709; the δ it bounds is capped at 1/2 long before."""
+    x, y = data(100)
+    est = LogisticRegression(epsilon=1e3, data_norm=2.0, classes=[0, 1], rng=bdp.rng_for_tests(3))
+    assert est.fit(x, (y > 0).astype(int)).guarantee.delta == 0.5

@@ -56,6 +56,17 @@ def gamma_norm_noise(d: int, beta: float, rng: Rng) -> tuple[np.ndarray, float]:
     return (h @ h) / (2 * beta) * g / np.linalg.norm(g), 3 * d / (4 * SIGMA_STEPS)
 
 
+def jacobian_epsilon(n: int, ridge: float) -> float:
+    """ln(1 + c/(nΛ)): the Jacobian's share of ε in objective perturbation (CMS 2011, Thm 9, tightened).
+
+    At a common output f the two Jacobians are M + a·uuᵀ and M + a'·vvᵀ with M ⪰ nΛI (the other
+    rows and the ridge) and 0 <= a, a' <= c, ‖u‖, ‖v‖ <= 1 (a GLM loss has a rank-one Hessian).
+    By the matrix determinant lemma their determinants are det M·(1 + a·uᵀM⁻¹u) and
+    det M·(1 + a'·vᵀM⁻¹v), so their ratio is at most 1 + c/(nΛ); CMS bound it by (1 + c/(nΛ))².
+    """
+    return math.log1p(C_LOGISTIC / (n * ridge))
+
+
 def _objective(
     f: np.ndarray, x: np.ndarray, y: np.ndarray, reg: float, b: np.ndarray
 ) -> tuple[float, np.ndarray]:
@@ -72,12 +83,14 @@ class LogisticRegression(PrivateMixin, ClassifierMixin, BaseEstimator):
 
     Rows are clipped to the public L2 norm `data_norm` and, with an intercept, extended by a 1
     and divided by √(data_norm² + 1), so ‖x‖ <= 1. The objective is (1/n)Σℓ + (Λ/2)‖f‖² with
-    Λ = 1/(nC) (scikit-learn's C). Neighbours replace one row (n is public, as in the paper).
+    Λ = 1/(nC) on these scaled rows (scikit-learn's C on the original rows is C·(data_norm² + 1)).
+    Neighbours replace one row (n is public, as in the paper).
 
-    - method="objective" (Alg. 2): the ridge grows by Δ = max(0, c/(n(e^{ε/4} − 1)) − Λ), c = 1/4,
-      and ε' = ε − 2 ln(1 + c/(n(Λ + Δ))) >= ε/2; the objective gains b·f/n with b of
-      density ∝ exp(−ε'‖b‖/2) (see `gamma_norm_noise`), so the guarantee is (ε, δ) with δ the
-      sampler's total variation times (1 + e^ε) (a TV-η perturbation of an ε-DP mechanism).
+    - method="objective" (Alg. 2): the ridge grows by Δ = max(0, c/(n(e^{ε/2} − 1)) − Λ), c = 1/4,
+      and ε' = ε − ln(1 + c/(n(Λ + Δ))) >= ε/2 (see `jacobian_epsilon`); the objective gains
+      b·f/n with b of density ∝ exp(−ε'‖b‖/2) (see `gamma_norm_noise`), so the guarantee is
+      (ε, δ) with δ the sampler's total variation times (1 + e^ε) (a TV-η perturbation of an
+      ε-DP mechanism).
     - method="output" (Alg. 1): the exact minimiser plus noise of L2 sensitivity 2/(nΛ) = 2C
       (Cor. 8): Laplace on L1 <= √p·2C when delta = 0, else the discrete Gaussian (zCDP). With
       scikit-learn's C the sensitivity does not shrink with n: use a small C (strong ridge).
@@ -134,7 +147,8 @@ class LogisticRegression(PrivateMixin, ClassifierMixin, BaseEstimator):
         if self.method == "objective":
             tv = 3 * p / (4 * SIGMA_STEPS)
             guarantee = Guarantee(
-                eps, min(problems * (1 + math.exp(e_k)) * tv + delta, 0.5), relation="replace_one"
+                # (1 + e^50)·tv > 0.5 for any p: the cap keeps exp finite without changing δ.
+                eps, min(problems * (1 + math.exp(min(e_k, 50.0))) * tv + delta, 0.5), relation="replace_one"
             )
         else:
             guarantee = Guarantee(eps, delta, relation="replace_one")
@@ -155,11 +169,11 @@ class LogisticRegression(PrivateMixin, ClassifierMixin, BaseEstimator):
     ) -> np.ndarray:
         n, p = x.shape
         if self.method == "objective":
-            # The ridge grows to Λ + Δ >= c/(n(e^{ε/4} − 1)) whenever Λ is below it, which bounds the
+            # The ridge grows to Λ + Δ >= c/(n(e^{ε/2} − 1)) whenever Λ is below it, which bounds the
             # Jacobian's share by ε/2 and leaves ε' >= ε/2 for the noise (Alg. 2's second branch,
             # taken whenever it leaves more than the first; the choice reads only n, ε and C).
-            extra = max(0.0, C_LOGISTIC / (n * math.expm1(eps / 4)) - lam)
-            eps_p = eps - 2 * math.log1p(C_LOGISTIC / (n * (lam + extra)))
+            extra = max(0.0, C_LOGISTIC / (n * math.expm1(eps / 2)) - lam)
+            eps_p = eps - jacobian_epsilon(n, lam + extra)
             b, _ = gamma_norm_noise(p, eps_p / 2, rng)
             return self._minimise(x, y, lam + extra, b)
         f = self._minimise(x, y, lam, np.zeros(p))
