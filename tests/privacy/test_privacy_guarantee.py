@@ -7,7 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bayesdp.errors import InvalidParameter
-from bayesdp.privacy import Guarantee
+from bayesdp.privacy import Guarantee, Noise
+
+LAP = Noise("laplace", scale=1.0, sensitivity=1.0)
 
 
 @pytest.mark.parametrize(
@@ -30,15 +32,15 @@ def test_bad_input_names_the_parameter(kwargs, name):
         Guarantee(**kwargs)
 
 
-def test_printable_and_equal_ignoring_mechanism():
+def test_printable_and_equal_ignoring_noise():
     g = Guarantee(0.5, 1e-6, unit="user")
     assert str(g) == "ε=0.5, δ=1e-06 per user (add/remove neighbours)"
     assert str(Guarantee(1)) == "ε=1 per row (add/remove neighbours)"
     assert str(Guarantee(1, relation="replace_one")) == "ε=1 per row (replace-one neighbours)"
     z = Guarantee.zcdp(0.125, delta=1e-6)
     assert str(z).startswith("ρ=0.125-zCDP (ε=")
-    assert Guarantee(1, mechanism=object()) == Guarantee(1)
-    assert "mechanism" not in repr(Guarantee(1, mechanism=object()))
+    assert Guarantee(1, noise=(LAP,)) == Guarantee(1)
+    assert "noise" not in repr(Guarantee(1, noise=(LAP,)))
 
 
 def test_zcdp_states_epsilon_by_bun_steinke():
@@ -57,7 +59,7 @@ def test_addition_is_basic_composition():
     assert (total.epsilon, total.delta) == (1.25, pytest.approx(4e-7, rel=1e-15))
     z = Guarantee.zcdp(0.1, delta=1e-6) + Guarantee.zcdp(0.2, delta=1e-6)
     assert z.rho == pytest.approx(0.3, rel=1e-15)
-    assert (a + Guarantee(1.0, mechanism=object())).mechanism is None
+    assert (a + Guarantee(1.0, noise=(LAP,))).noise == ()
 
 
 def test_adding_different_relations_or_units_is_refused():
@@ -68,13 +70,13 @@ def test_adding_different_relations_or_units_is_refused():
 
 
 def test_group_privacy():
-    g = Guarantee(0.5, 1e-6, mechanism=object())
+    g = Guarantee(0.5, 1e-6, noise=(LAP,))
     g3 = g.group(3)
     assert g3.epsilon == 1.5
     # δ(1 + e^ε + e^{2ε}), below the textbook k·e^{(k−1)ε}·δ
     assert g3.delta == pytest.approx(1e-6 * (1 + math.exp(0.5) + math.exp(1.0)), rel=1e-13)
     assert g3.delta <= 3 * math.exp(1.0) * 1e-6
-    assert g3.unit == "group of 3 rows" and g3.mechanism is None
+    assert g3.unit == "group of 3 rows" and g3.noise == ()
     assert g.group(4, unit="household").unit == "household"
     assert g.group(1) == g
     assert Guarantee.zcdp(0.1, delta=1e-6).group(3).rho == pytest.approx(0.9, rel=1e-15)

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from bayesdp.errors import BudgetExceeded, InvalidParameter, LedgerError
-from bayesdp.privacy import Guarantee, compose, zcdp_epsilon
+from bayesdp.privacy import Guarantee, Noise, compose, zcdp_epsilon
 from bayesdp.privacy.ledger import Ledger
 
 
@@ -25,7 +25,7 @@ class Lap:
 
     def __init__(self, epsilon):
         self.scale, self.sensitivity = 1 / epsilon, 1.0
-        self.guarantee = Guarantee(epsilon, mechanism=self)
+        self.guarantee = Guarantee(epsilon, noise=(Noise(self.noise, self.scale, self.sensitivity),))
 
 
 def test_basic_spend_history_and_remaining(tmp_path):
@@ -367,3 +367,31 @@ def test_backup_copies_the_wal_too_and_never_overwrites(tmp_path):
         led.backup(copy)
     assert sha(copy) == before
     led.close()
+
+
+def test_a_composite_spend_keeps_all_its_noises(tmp_path):
+    """One spend of two noises (three Laplace draws and a Gaussian) counts as all of them."""
+    lap, gauss = Noise("laplace", 5.0, 1.0, repetitions=3), Noise("gaussian", 4.0, 1.0)
+    both = Guarantee(0.6 + 1.5, 1e-6, noise=(lap, gauss))
+    z = Ledger(tmp_path / "z.db", budget=Guarantee(4.0, 1e-5), accounting="zcdp")
+    z.spend(both, "composite")
+    rho = 3 * 0.2**2 / 2 + 1 / (2 * 16)
+    assert Ledger(tmp_path / "z.db").remaining().rho == pytest.approx(z.remaining().rho, rel=1e-15)
+    assert z.spent().rho == pytest.approx(rho, rel=1e-12)
+    assert Ledger(tmp_path / "z.db").history()[0].guarantee.noise == (lap, gauss)
+
+
+def test_spends_recorded_before_noise_had_a_family_still_count_their_noise(tmp_path):
+    """Rows written when a spend stored one noise as {"kind": ...} read back as that noise."""
+    path = tmp_path / "old.db"
+    Ledger(path, budget=Guarantee(2.9, 1e-5), accounting="pld").close()
+    old = ('{"kind": "laplace", "scale": 5.0, "sensitivity": 1.0, "grid": null, "epsilon": 0.0, '
+           '"categories": 0}')
+    with sqlite3.connect(path) as conn:
+        conn.executemany(
+            "INSERT INTO spends (label, time, epsilon, delta, rho, relation, unit, noise) "
+            "VALUES (?, 0, 0.2, 0, NULL, 'add_remove', 'row', ?)", [(f"p{i}", old) for i in range(15)])
+        conn.execute("PRAGMA user_version = 15")
+    led = Ledger(path)
+    assert led.history()[0].guarantee.noise == (Noise("laplace", 5.0, 1.0),)
+    assert led.spent().epsilon == pytest.approx(compose([Lap(0.2)] * 15, "pld", 1e-5).epsilon)

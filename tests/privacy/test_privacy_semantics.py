@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from bayesdp import rng_for_tests
 from bayesdp.errors import DataError, InvalidParameter
+from bayesdp.mechanisms import DiscreteLaplace, RandomizedResponse
 from bayesdp.privacy import Guarantee, bayes_check, dp_from_semantic, product_prior
 from bayesdp.privacy.semantics import ks_formula, rare_output_mass
 
@@ -168,19 +169,8 @@ def test_explain_states_the_delta_rule_and_composition():
 # -- bayes_check: seed 000 made exact on small worlds -----------------------------------
 
 
-class RR:
-    noise = "randomized_response"
-
-    def __init__(self, epsilon, categories=2):
-        self.epsilon, self.categories = epsilon, categories
-
-
-class DLapCount:
-    noise = "discrete_laplace"
-
-    def __init__(self, epsilon, sensitivity=1):
-        self.sensitivity = sensitivity
-        self.scale = sensitivity / epsilon
+RR = RandomizedResponse
+DLapCount = DiscreteLaplace  # releasing the sum of the records
 
 
 def random_joint_prior(rng, k, n):

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from functools import cached_property
 from typing import Any, ClassVar
 
 import numpy as np
 
 from bayesdp.errors import DataError, InvalidParameter, check_finite, check_open_unit, invalid
 from bayesdp.noise import Rng
-from bayesdp.privacy import Guarantee, Relation
+from bayesdp.privacy import Guarantee, Noise, Relation
+from bayesdp.privacy.noise import Family
 
 # Valid ranges of every mechanism's parameters. ε <= 700 keeps e^ε a finite float; ε >= 1e-12 and
 # a noise scale of at most 2^50 integer steps keep every draw, and a value plus its noise, far
@@ -50,20 +52,37 @@ def check_noise_steps(steps: float, what: str) -> None:
 class Mechanism(ABC):
     """A DP mechanism. `release(values)` treats each entry as one query of the stated sensitivity."""
 
-    noise: ClassVar[str]
-    _guarantee: Guarantee
+    family: ClassVar[Family]
+    grid: float | None = None  # the output lattice, for mechanisms that round to one
+    epsilon: float
+    sensitivity: float
+    _relation: Relation
+    _unit: str
 
     @property
+    @abstractmethod
+    def scale(self) -> float:
+        """The noise scale in data units."""
+
+    @property
+    def noise(self) -> Noise:
+        """The noise one release of one entry adds, as the accountants read it."""
+        return Noise(self.family, scale=self.scale, sensitivity=self.sensitivity, grid=self.grid)
+
+    @cached_property
     def guarantee(self) -> Guarantee:
         """The guarantee of one release of one entry (k entries changed by a neighbour compose)."""
-        return self._guarantee
+        return self._stated((self.noise,))
+
+    def _stated(self, noise: tuple[Noise, ...]) -> Guarantee:
+        """Pure ε-DP for the mechanism's neighbours, carrying its noise."""
+        return Guarantee(self.epsilon, 0.0, relation=self._relation, unit=self._unit, noise=noise)
 
     def _pure(self, epsilon: float, relation: Relation, unit: str,
               check: Callable[[Any], float] = check_epsilon) -> None:
-        """Validate ε (by default in EPSILON_RANGE) and make the guarantee pure ε-DP for the given
-        neighbours."""
+        """Validate ε (by default in EPSILON_RANGE) for a pure ε-DP mechanism with these neighbours."""
         self.epsilon = check(epsilon)
-        self._guarantee = Guarantee(self.epsilon, 0.0, relation=relation, unit=unit, mechanism=self)
+        self._relation, self._unit = relation, unit
 
     @abstractmethod
     def release(self, values: Any, rng: Rng | None = None) -> Any:

@@ -28,7 +28,7 @@ from bayesdp.mechanisms.base import (
 )
 from bayesdp.mechanisms.laplace import grid_steps
 from bayesdp.noise import Rng, discrete_gaussian, grid_for, resolve_rng, snap_add
-from bayesdp.privacy import Guarantee, Relation
+from bayesdp.privacy import Guarantee, Noise, Relation
 
 # Below this σ the discrete Gaussian's tails are summed exactly; above it, by the midpoint rule.
 _EXACT_SIGMA = 4096.0
@@ -132,15 +132,13 @@ class _GaussianBase(Mechanism):
         else:
             self.sigma_steps = calibrate_sigma(self._a, self._b, steps)
         check_noise_steps(self.sigma_steps, "this epsilon, delta or rho with this sensitivity")
-        if self.kind == "zcdp":
-            self._guarantee = Guarantee.zcdp(
-                self._a, relation=self._relation, unit=self._unit, mechanism=self
-            )
-        else:
-            self._guarantee = Guarantee(
-                self._a, self._b, relation=self._relation, unit=self._unit, mechanism=self
-            )
         self.rho = steps * steps / (2 * self.sigma_steps**2)
+
+    def _stated(self, noise: tuple[Noise, ...]) -> Guarantee:
+        """ρ-zCDP, or (ε, δ)-DP, as asked."""
+        if self.kind == "zcdp":
+            return Guarantee.zcdp(self._a, relation=self._relation, unit=self._unit, noise=noise)
+        return Guarantee(self._a, self._b, relation=self._relation, unit=self._unit, noise=noise)
 
 
 class Gaussian(_GaussianBase):
@@ -150,7 +148,8 @@ class Gaussian(_GaussianBase):
     `sensitivity` in [1e-200, 1e200]; σ at most 2^50 grid steps.
     """
 
-    noise = "gaussian"
+    family = "gaussian"
+    grid: float
 
     def __init__(
         self,
@@ -186,7 +185,7 @@ class Gaussian(_GaussianBase):
         return (dgauss_quantile(self.sigma_steps, check_alpha(alpha)) + 0.5) * self.grid
 
     def __repr__(self) -> str:
-        return f"Gaussian({self._guarantee}, sensitivity={self.sensitivity:g}, sigma={self.scale:.6g})"
+        return f"Gaussian({self.guarantee}, sensitivity={self.sensitivity:g}, sigma={self.scale:.6g})"
 
 
 class DiscreteGaussian(_GaussianBase):
@@ -195,7 +194,7 @@ class DiscreteGaussian(_GaussianBase):
     Ranges as `Gaussian`'s, with an integer `sensitivity` and σ at most 2^50.
     """
 
-    noise = "discrete_gaussian"
+    family = "discrete_gaussian"
 
     def __init__(
         self,
@@ -224,4 +223,4 @@ class DiscreteGaussian(_GaussianBase):
         return float(dgauss_quantile(self.sigma_steps, check_alpha(alpha)))
 
     def __repr__(self) -> str:
-        return f"DiscreteGaussian({self._guarantee}, sensitivity={self.sensitivity}, sigma={self.scale:.6g})"
+        return f"DiscreteGaussian({self.guarantee}, sensitivity={self.sensitivity}, sigma={self.scale:.6g})"

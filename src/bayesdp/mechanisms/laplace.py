@@ -42,7 +42,8 @@ class Laplace(Mechanism):
     `epsilon` in [1e-12, 700], `sensitivity` in [1e-200, 1e200] (`mechanisms.base` ranges).
     """
 
-    noise = "laplace"
+    family = "laplace"
+    grid: float
 
     def __init__(
         self,
@@ -81,7 +82,7 @@ class DiscreteLaplace(Mechanism):
     `epsilon` in [1e-12, 700], `sensitivity` a positive integer with Δ/ε at most 2^50.
     """
 
-    noise = "discrete_laplace"
+    family = "discrete_laplace"
 
     def __init__(
         self,

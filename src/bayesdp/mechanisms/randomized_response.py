@@ -12,6 +12,7 @@ from mpmath import iv
 from bayesdp.errors import DataError, invalid
 from bayesdp.mechanisms.base import Mechanism, as_integers, shaped
 from bayesdp.noise import Rng, bernoulli_exp, resolve_rng
+from bayesdp.privacy import Noise
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class RandomizedResponse(Mechanism):
     `epsilon` in [1e-12, 700], `categories` an integer in [2, 2^31] (its estimator counts every category).
     """
 
-    noise = "randomized_response"
+    family = "randomized_response"
 
     def __init__(self, epsilon: float, categories: int = 2) -> None:
         self._pure(epsilon, "replace_one", "respondent")
@@ -48,6 +49,10 @@ class RandomizedResponse(Mechanism):
     def scale(self) -> float:
         """The probability of reporting any one given false category."""
         return self.p_other
+
+    @property
+    def noise(self) -> Noise:
+        return Noise("randomized_response", epsilon=self.epsilon, categories=self.categories)
 
     def _gamma(self) -> object:
         e, k = iv.mpf(self.epsilon), self.categories

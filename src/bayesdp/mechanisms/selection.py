@@ -86,7 +86,7 @@ class Exponential(_Selection):
     over many candidates accepts one proposal in thousands, not one in N.
     """
 
-    noise = "exponential"
+    family = "exponential"
 
     def select_index(self, utilities: np.ndarray, rng: Rng) -> int:
         gaps = self._gaps(utilities)
@@ -112,7 +112,7 @@ class ReportNoisyMax(_Selection):
     the candidates in random order and stop at the first that passes Bernoulli(e^{−γ}).
     """
 
-    noise = "report_noisy_max"
+    family = "report_noisy_max"
 
     def select_index(self, utilities: np.ndarray, rng: Rng) -> int:
         order = rng.permutation(utilities.size)

@@ -24,7 +24,8 @@ class SparseVector(Mechanism):
     finite.
     """
 
-    noise = "sparse_vector"
+    family = "sparse_vector"
+    grid: float
 
     def __init__(
         self,
@@ -94,8 +95,8 @@ class SparseVector(Mechanism):
             self.epsilon,
             self.sensitivity,
             max_positives=self.max_positives,
-            relation=self._guarantee.relation,
-            unit=self._guarantee.unit,
+            relation=self._relation,
+            unit=self._unit,
             rng=rng,
         )
         return fresh.answer(values)

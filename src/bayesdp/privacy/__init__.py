@@ -8,6 +8,7 @@ from bayesdp.privacy.accounting import (
 )
 from bayesdp.privacy.guarantee import RELATIONS, Guarantee, Relation, dp_from_semantic
 from bayesdp.privacy.ledger import Ledger, Spend
+from bayesdp.privacy.noise import Noise
 from bayesdp.privacy.semantics import (
     BayesCheck,
     SemanticPrivacy,
@@ -21,6 +22,7 @@ __all__ = [
     "BayesCheck",
     "Guarantee",
     "Ledger",
+    "Noise",
     "Relation",
     "SemanticPrivacy",
     "Spend",

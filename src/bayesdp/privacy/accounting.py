@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -16,69 +15,18 @@ from bayesdp.errors import (
     InvalidParameter,
     check_delta,
     check_nonnegative,
-    check_positive,
     invalid,
 )
 from bayesdp.privacy.guarantee import Guarantee, basic_composition, check_compatible
+from bayesdp.privacy.noise import Noise
 
 Method = Literal["basic", "advanced", "zcdp", "rdp", "pld"]
 METHODS: tuple[str, ...] = ("basic", "advanced", "zcdp", "rdp", "pld")
-NOISES: tuple[str, ...] = (
-    "laplace",
-    "gaussian",
-    "discrete_laplace",
-    "discrete_gaussian",
-    "randomized_response",
-)
 # Discretization of privacy-loss values for the PLD accountant (dp-accounting's default).
 PLD_INTERVAL = 1e-4
-
-
-@dataclass(frozen=True)
-class Noise:
-    """The noise a mechanism adds, as the tight accountants need it (kind from `mechanism.noise`).
-
-    `scale` is the Laplace b or Gaussian σ in data units, `sensitivity` the query's sensitivity,
-    `grid` the output lattice spacing when values are rounded to a grid first (then a
-    neighbour moves the rounded value by up to floor(Δ/g) + 1 grid steps), `epsilon` and
-    `categories` describe randomized response.
-    """
-
-    kind: str
-    scale: float = 0.0
-    sensitivity: float = 0.0
-    grid: float | None = None
-    epsilon: float = 0.0
-    categories: int = 0
-
-    @property
-    def steps(self) -> tuple[float, float]:
-        """(noise scale, sensitivity) in lattice units: on the grid, or as given."""
-        if self.grid is None:
-            return self.scale, self.sensitivity
-        return self.scale / self.grid, float(math.floor(self.sensitivity / self.grid) + 1)
-
-
-def noise_of(mechanism: Any) -> Noise | None:
-    """Read a mechanism's noise from its `noise` attribute and parameters; None if unknown."""
-    if isinstance(mechanism, Noise):
-        return mechanism
-    kind = getattr(mechanism, "noise", None)
-    if kind not in NOISES:
-        return None
-    if kind == "randomized_response":
-        return Noise(
-            kind,
-            epsilon=check_positive("mechanism.epsilon", mechanism.epsilon),
-            categories=int(mechanism.categories),
-        )
-    grid = getattr(mechanism, "grid", None)
-    return Noise(
-        kind,
-        scale=check_positive("mechanism.scale", mechanism.scale),
-        sensitivity=check_positive("mechanism.sensitivity", mechanism.sensitivity),
-        grid=None if grid is None else float(grid),
-    )
+# One accounted item: a stated guarantee (noise None), or one noise (its guarantee when that
+# noise alone produced it), and how many times it runs.
+Event = tuple[Guarantee | None, Noise | None, int]
 
 
 # -- zCDP -> (ε, δ) ----------------------------------------------------------------------
@@ -133,51 +81,69 @@ def compose(
     dp-accounting on the noise each mechanism adds (a Guarantee without a known mechanism
     enters through its stated parameters). The result is never worse than basic composition.
     """
-    pairs = _pairs(items)
+    gs = _guarantees(items)
     if method not in METHODS:
         raise invalid("method", method, f"one of {METHODS}")
-    first = pairs[0][0]
+    first = gs[0]
     if method == "basic":
         if delta is not None:
             raise invalid("delta", delta, "None for basic composition (δ's simply add)")
-        return basic_composition([g for g, _ in pairs])
+        return basic_composition(gs)
     if delta is None:
         raise invalid("delta", delta, f"a number in (0, 1) for {method} composition")
     d = check_delta("delta", delta)
     if d == 0:
         raise invalid("delta", delta, f"in (0, 1) for {method} composition")
-    basic = basic_composition([g for g, _ in pairs])
+    basic = basic_composition(gs)
     if method == "advanced":
-        eps, total_delta = _advanced([g for g, _ in pairs], d)
+        eps, total_delta = _advanced(gs, d)
         if eps < basic.epsilon:
             return Guarantee(eps, total_delta, relation=first.relation, unit=first.unit)
         return basic
     rho: float | None = None
+    events = [e for g in gs for e in events_of(g)]
     if method == "zcdp":
-        rho = math.fsum(rho_of(g, n) for g, n in pairs)
+        rho = math.fsum(n * rho_of(g, noise) for g, noise, n in events)
         eps = zcdp_epsilon(rho, d)
     elif method == "rdp":
-        eps = _rdp_epsilon(pairs, d)
+        eps = _rdp_epsilon(events, d)
     else:
-        eps = _pld_epsilon(pairs, d)
+        eps = _pld_epsilon(events, d)
     if basic.delta <= d and basic.epsilon < eps:
         eps = basic.epsilon  # (ε_basic, Σδ)-DP implies (ε_basic, δ)-DP
     return Guarantee(eps, d, relation=first.relation, unit=first.unit, rho=rho)
 
 
-def _pairs(items: Iterable[Any]) -> list[tuple[Guarantee, Noise | None]]:
-    """Each item as (its guarantee, its noise); all must share relation and unit."""
-    pairs: list[tuple[Guarantee, Noise | None]] = []
+def _guarantees(items: Iterable[Any]) -> list[Guarantee]:
+    """Each item's guarantee (a Guarantee, or a mechanism's); all must share relation and unit."""
+    gs: list[Guarantee] = []
     for item in items:
         g = item if isinstance(item, Guarantee) else getattr(item, "guarantee", None)
         if not isinstance(g, Guarantee):
             raise invalid("items", item, "Guarantees or mechanisms (objects with a .guarantee)")
-        pairs.append((g, noise_of(g.mechanism)))
-    if not pairs:
-        raise invalid("items", pairs, "a non-empty sequence of Guarantees or mechanisms")
-    for g, _ in pairs[1:]:
-        check_compatible(g, pairs[0][0], "it is composed with a guarantee")
-    return pairs
+        gs.append(g)
+    if not gs:
+        raise invalid("items", gs, "a non-empty sequence of Guarantees or mechanisms")
+    for g in gs[1:]:
+        check_compatible(g, gs[0], "it is composed with a guarantee")
+    return gs
+
+
+def events_of(g: Guarantee) -> list[Event]:
+    """What the tight accountants compose for `g`: its noises, or its stated ε, δ when some
+    noise is not one they know (or none is stated)."""
+    if not g.noise or not all(n.accounted for n in g.noise):
+        return [(g, None, 1)]
+    if len(g.noise) == 1 and g.noise[0].repetitions == 1:
+        return [(g, g.noise[0], 1)]
+    return [(None, n, n.repetitions) for n in g.noise]
+
+
+def guarantee_rho(g: Guarantee) -> float:
+    """ρ of a whole guarantee: stated, or the sum over its noises (Bun & Steinke 2016, L. 1.7)."""
+    if g.rho is not None:
+        return g.rho
+    return math.fsum(n * rho_of(part, noise) for part, noise, n in events_of(g))
 
 
 def _advanced(gs: Sequence[Guarantee], slack: float) -> tuple[float, float]:
@@ -189,13 +155,13 @@ def _advanced(gs: Sequence[Guarantee], slack: float) -> tuple[float, float]:
     return bound, math.fsum(g.delta for g in gs) + slack
 
 
-def rho_of(g: Guarantee, noise: Noise | None) -> float:
+def rho_of(g: Guarantee | None, noise: Noise | None) -> float:
     """ρ: stated, Δ²/2σ² for Gaussian noise (CKS 2020, Thm 14), ε²/2 if pure (BS16, Prop. 1.4)."""
-    if g.rho is not None:
+    if g is not None and g.rho is not None:
         return g.rho
-    if noise is not None and noise.kind in ("gaussian", "discrete_gaussian"):
-        sigma, sens = noise.steps
-        return sens * sens / (2 * sigma * sigma)
+    if noise is not None and (noise.is_gaussian or g is None):
+        return noise.rho()
+    assert g is not None
     if g.delta == 0:
         return g.epsilon * g.epsilon / 2
     raise InvalidParameter(
@@ -210,13 +176,16 @@ def _rr_noise_parameter(noise: Noise) -> float:
     return k / (math.exp(noise.epsilon) + k - 1)
 
 
-def _rdp_epsilon(pairs: Sequence[tuple[Guarantee, Noise | None]], delta: float) -> float:
+def _rdp_epsilon(events: Sequence[Event], delta: float) -> float:
     """Sum RDP curves from dp-accounting (Mironov 2017) and convert at δ (CKS 2020, Prop. 12)."""
     from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib  # heavy: import on use
 
     total: np.ndarray | None = None
     orders: np.ndarray | None = None
-    for (event, relation), count in Counter(_rdp_event(g, n) for g, n in pairs).items():
+    counts: Counter[tuple[Any, Any]] = Counter()
+    for g, noise, n in events:
+        counts[_rdp_event(g, noise)] += n
+    for (event, relation), count in counts.items():
         acc = rdp_lib.RdpAccountant(neighboring_relation=relation)
         acc.compose(event, count)
         total = acc.rdp if total is None else total + acc.rdp
@@ -226,26 +195,29 @@ def _rdp_epsilon(pairs: Sequence[tuple[Guarantee, Noise | None]], delta: float) 
     return float(eps)
 
 
-def _rdp_event(g: Guarantee, noise: Noise | None) -> tuple[Any, Any]:
+def _rdp_event(g: Guarantee | None, noise: Noise | None) -> tuple[Any, Any]:
     """One item as a dp-accounting event and the neighbour relation it is stated for."""
     from dp_accounting import dp_event
     from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 
     add_remove = rdp_lib.NeighborRel.ADD_OR_REMOVE_ONE
-    if noise is not None and noise.kind == "randomized_response":
+    if noise is not None and noise.family == "randomized_response":
         event = dp_event.RandomizedResponseDpEvent(_rr_noise_parameter(noise), noise.categories)
         return event, rdp_lib.NeighborRel.REPLACE_ONE
-    if noise is not None and noise.grid is None and noise.kind == "laplace":
+    if noise is not None and noise.grid is None and noise.family == "laplace":
         return dp_event.LaplaceDpEvent(noise.scale / noise.sensitivity), add_remove
-    if noise is not None and noise.grid is None and noise.kind == "gaussian":
+    if noise is not None and noise.grid is None and noise.family == "gaussian":
         return dp_event.GaussianDpEvent(noise.scale / noise.sensitivity), add_remove
     return dp_event.ZCDpEvent(rho_of(g, noise)), add_remove
 
 
-def _pld_epsilon(pairs: Sequence[tuple[Guarantee, Noise | None]], delta: float) -> float:
+def _pld_epsilon(events: Sequence[Event], delta: float) -> float:
     """Compose privacy-loss distributions in dp-accounting (Doroshenko et al. 2022)."""
+    counts: Counter[_PldKey] = Counter()
+    for g, noise, n in events:
+        counts[_pld_key(g, noise)] += n
     pld: Any = None
-    for key, count in Counter(_pld_key(g, n) for g, n in pairs).items():
+    for key, count in counts.items():
         part = _pld_of(key).self_compose(count) if count > 1 else _pld_of(key)
         pld = part if pld is None else pld.compose(part)
     assert pld is not None
@@ -260,20 +232,21 @@ def _pld_epsilon(pairs: Sequence[tuple[Guarantee, Noise | None]], delta: float) 
 _PldKey = tuple[str, float, float]
 
 
-def _pld_key(g: Guarantee, noise: Noise | None) -> _PldKey:
+def _pld_key(g: Guarantee | None, noise: Noise | None) -> _PldKey:
     """A hashable description of one item's privacy-loss distribution."""
     if noise is None:
+        assert g is not None
         return ("dp", g.epsilon, g.delta)
-    if noise.kind == "randomized_response":
+    if noise.family == "randomized_response":
         return ("rr", _rr_noise_parameter(noise), float(noise.categories))
     scale, sens = noise.steps
-    base = noise.kind.removeprefix("discrete_")
+    base = noise.family.removeprefix("discrete_")
     # Adjacent privacy-loss values on the lattice are 2/b (Laplace) or Δ/σ² (Gaussian) apart;
     # when that is finer than the PLD's own discretization the continuous law in grid units
     # gives the same ε up to that rounding (tested against dp-accounting's discrete PLD), and
     # costs O(1/interval) instead of O(lattice size).
     spacing = 2 / scale if base == "laplace" else sens / (scale * scale)
-    lattice = (noise.grid is not None or noise.kind != base) and spacing >= PLD_INTERVAL
+    lattice = (noise.grid is not None or noise.family != base) and spacing >= PLD_INTERVAL
     return (("discrete_" if lattice else "") + base, scale, sens)
 
 

@@ -21,6 +21,7 @@ from bayesdp.errors import (
     invalid,
 )
 from bayesdp.privacy import semantics
+from bayesdp.privacy.noise import Noise
 from bayesdp.privacy.semantics import SemanticPrivacy
 
 Relation = Literal["add_remove", "replace_one"]
@@ -32,9 +33,9 @@ RELATION_NAMES = {"add_remove": "add/remove", "replace_one": "replace-one"}  # a
 class Guarantee:
     """(ε, δ)-DP, or ρ-zCDP when `rho` is set, per `unit` under neighbour `relation` (Dwork 2006).
 
-    `mechanism` is the mechanism that produced it (None for a stated guarantee); tight
-    accountants use it to know the noise. It does not take part in equality. When `rho` is
-    set, the guarantee is both ρ-zCDP and (ε, δ)-DP.
+    `noise` is what the mechanisms behind it add (empty for a stated guarantee); tight
+    accountants read it. It does not take part in equality. When `rho` is set, the guarantee
+    is both ρ-zCDP and (ε, δ)-DP.
     """
 
     epsilon: float
@@ -42,7 +43,7 @@ class Guarantee:
     relation: Relation = "add_remove"
     unit: str = "row"
     rho: float | None = None
-    mechanism: Any = field(default=None, compare=False, repr=False)
+    noise: tuple[Noise, ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", _epsilon(self.epsilon))
@@ -53,6 +54,8 @@ class Guarantee:
             raise invalid("unit", self.unit, "a non-empty string naming the privacy unit")
         if self.rho is not None:
             object.__setattr__(self, "rho", check_nonnegative("rho", self.rho))
+        if not isinstance(self.noise, tuple) or not all(isinstance(n, Noise) for n in self.noise):
+            raise invalid("noise", self.noise, "a tuple of Noise descriptions")
 
     @classmethod
     def zcdp(
@@ -62,7 +65,7 @@ class Guarantee:
         delta: float = 1e-9,
         relation: Relation = "add_remove",
         unit: str = "row",
-        mechanism: Any = None,
+        noise: tuple[Noise, ...] = (),
     ) -> Guarantee:
         """ρ-zCDP, stated at `delta` as ε = ρ + 2√(ρ ln(1/δ)) (Bun & Steinke 2016, Prop. 1.3)."""
         r = check_nonnegative("rho", rho)
@@ -70,7 +73,7 @@ class Guarantee:
         if d == 0 and r > 0:
             raise invalid("delta", delta, "> 0 to state a zCDP guarantee as (ε, δ)")
         eps = r + 2 * math.sqrt(r * math.log(1 / d)) if r > 0 else 0.0
-        return cls(eps, d, relation=relation, unit=unit, rho=r, mechanism=mechanism)
+        return cls(eps, d, relation=relation, unit=unit, rho=r, noise=noise)
 
     @property
     def is_pure(self) -> bool:
@@ -132,7 +135,7 @@ class Guarantee:
     def _scaled(self, k: int, *, unit: str, relation: Relation) -> Guarantee:
         """Group privacy for k steps along a chain of neighbours (Dwork & Roth 2014, Thm 2.2)."""
         if k == 1:
-            return replace(self, unit=unit, relation=relation, mechanism=None)
+            return replace(self, unit=unit, relation=relation, noise=())
         e = self.epsilon
         # δ(1 + e^ε + ... + e^{(k-1)ε}): a geometric sum, written to stay exact at ε = 0.
         if self.delta == 0:

@@ -41,8 +41,9 @@ from typing import Any, Literal
 from scipy.optimize import brentq
 
 from bayesdp.errors import BudgetExceeded, InvalidParameter, LedgerError, invalid
-from bayesdp.privacy.accounting import Noise, compose, noise_of, rho_of, zcdp_epsilon
+from bayesdp.privacy.accounting import compose, guarantee_rho, zcdp_epsilon
 from bayesdp.privacy.guarantee import Guarantee, check_compatible
+from bayesdp.privacy.noise import Noise
 
 Accounting = Literal["basic", "zcdp", "pld"]
 ACCOUNTINGS: tuple[str, ...] = ("basic", "zcdp", "pld")
@@ -285,7 +286,6 @@ class Ledger:
         if not isinstance(label, str) or not label.strip():
             raise invalid("label", label, "a non-empty string saying what the spend is for")
         check_compatible(g, self.budget, "this ledger's budget is a guarantee")
-        noise = noise_of(g.mechanism)
         with self._connect() as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -308,7 +308,7 @@ class Ledger:
                         g.rho,
                         g.relation,
                         g.unit,
-                        None if noise is None else json.dumps(asdict(noise)),
+                        json.dumps([asdict(n) for n in g.noise]) if g.noise else None,
                     ),
                 )
                 spend_id = int(cursor.lastrowid or 0)
@@ -378,7 +378,7 @@ class Ledger:
                     relation=relation,
                     unit=unit,
                     rho=rho,
-                    mechanism=None if noise is None else Noise(**json.loads(noise)),
+                    noise=() if noise is None else _noise_from(json.loads(noise)),
                 ),
             )
             for label, t, eps, delta, rho, relation, unit, noise in rows
@@ -418,7 +418,7 @@ class Ledger:
                 unit=b.unit,
             )
         if self.accounting == "zcdp":
-            used = math.fsum(rho_of(s.guarantee, noise_of(s.guarantee.mechanism)) for s in spends)
+            used = math.fsum(guarantee_rho(s.guarantee) for s in spends)
             rho = max(0.0, _budget_rho(b) - used)
             eps = zcdp_epsilon(rho, b.delta)
             return Guarantee(eps, b.delta, relation=b.relation, unit=b.unit, rho=rho)
@@ -440,6 +440,14 @@ def _budget_rho(b: Guarantee) -> float:
 def _check_budget(b: Guarantee, accounting: str) -> None:
     if accounting in ("zcdp", "pld") and b.delta == 0 and not (accounting == "zcdp" and b.rho):
         raise invalid("budget", b, f"a budget with δ > 0 for {accounting} accounting")
+
+
+def _noise_from(stored: list[dict[str, Any]] | dict[str, Any]) -> tuple[Noise, ...]:
+    """The noises of a spend; ledgers written before noise had a family stored one as a kind."""
+    if isinstance(stored, dict):
+        old = dict(stored)
+        return (Noise(old.pop("kind"), **old),)
+    return tuple(Noise(**n) for n in stored)
 
 
 def _guarantee_json(g: Guarantee) -> dict[str, Any]:

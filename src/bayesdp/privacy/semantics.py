@@ -23,6 +23,7 @@ from bayesdp.errors import (
     check_positive_int,
     invalid,
 )
+from bayesdp.privacy.noise import Noise
 
 if TYPE_CHECKING:  # semantics reads guarantees; guarantee.py imports it for its methods
     from bayesdp.privacy.guarantee import Guarantee
@@ -280,10 +281,10 @@ def bayes_check(
     `records` is the finite record domain; `prior` is a joint pmf over databases, an n-d array
     with every axis of length len(records) (n <= 8; product_prior builds independent ones).
     `mechanism` is a RandomizedResponse (transcripts: all response vectors), a DiscreteLaplace
-    releasing the sum of the records (folded into its end points beyond tail mass 1e-9, which is
-    post-processing), or a callable mapping an (m, n) array of databases to an (m, T) array of
-    output pmfs. A transcript possible in one world and impossible in the other counts as
-    distance 1.
+    releasing the sum of the records (folded into its end points beyond tail mass 1e-9, which
+    is post-processing), the Noise of either, or a callable mapping an (m, n) array of
+    databases to an (m, T) array of output pmfs. A transcript possible in one world and
+    impossible in the other counts as distance 1.
     """
     domain = list(records)
     size = len(domain)
@@ -352,12 +353,12 @@ def _checked_pmf(p: Any, rows: int, cols: int) -> np.ndarray:
 
 def _mechanism_pmf(mechanism: Any, domain: list[Any], n: int) -> tuple[Pmf, list[Any]]:
     """The output pmf on databases and the transcript labels, for the mechanisms we can compute."""
-    kind = getattr(mechanism, "noise", None)
-    if kind == "randomized_response":
-        return _rr_pmf(float(mechanism.epsilon), int(mechanism.categories), domain, n)
-    if kind == "discrete_laplace":
-        return _dlap_count_pmf(float(mechanism.scale), float(mechanism.sensitivity), domain, n)
-    if kind is None and callable(mechanism):
+    noise = mechanism if isinstance(mechanism, Noise) else getattr(mechanism, "noise", None)
+    if isinstance(noise, Noise) and noise.family == "randomized_response":
+        return _rr_pmf(noise.epsilon, noise.categories, domain, n)
+    if isinstance(noise, Noise) and noise.family == "discrete_laplace":
+        return _dlap_count_pmf(noise.scale, noise.sensitivity, domain, n)
+    if noise is None and callable(mechanism):
         probe = np.asarray(mechanism(np.asarray([[domain[0]] * n])))
         labels = list(range(probe.shape[-1])) if probe.ndim == 2 else []
         return mechanism, labels
