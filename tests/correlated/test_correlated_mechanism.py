@@ -86,15 +86,26 @@ def test_guarantee_and_explain() -> None:
     chain = MarkovChain(EXAMPLE)
     mech = MarkovQuiltMechanism(chain, 100, 1.0, notion="bdp")
     g = mech.guarantee
-    assert g.guarantee == Guarantee(1.0, relation="replace_one", unit="record")
-    assert g.notion == "bdp" and g.length == 100 and "2-state" in g.model
+    assert (g.epsilon, g.delta, g.relation, g.unit) == (1.0, 0.0, "replace_one", "record")
+    assert g != Guarantee(1.0, relation="replace_one", unit="record")  # not for independent records
+    dep = g.dependence
+    assert dep.notion == "bdp" and dep.length == 100 and "2-state" in dep.model
+    assert str(g).endswith("Bayesian DP under a 2-state time-homogeneous Markov chain started from "
+                           "its stationary distribution")
     text = g.explain()
     assert "Bayesian differential privacy" in text and "Markov chain" in text
     assert "stronger than the model" in text
     tight = MarkovQuiltMechanism(chain, 15, 1.0)
     assert tight.calibration.trivial and "group privacy" in tight.guarantee.explain()
     approx = MarkovQuiltMechanism(ChainClass.bounds(0.3, 0.3), 100, 1.0, method="approx")
-    assert "eigengap" in approx.guarantee.model and approx.states is None
+    assert "eigengap" in approx.guarantee.dependence.model and approx.states is None
+    assert (mech.guarantee + MarkovQuiltMechanism(chain, 100, 0.5, notion="bdp").guarantee).epsilon == 1.5
+    other = MarkovQuiltMechanism(MarkovChain([[0.8, 0.2], [0.2, 0.8]]), 100, 1.0, notion="bdp")
+    assert other.guarantee.dependence.model == g.dependence.model  # same words, another chain
+    with pytest.raises(InvalidParameter, match="dependence"):
+        g + other.guarantee
+    with pytest.raises(InvalidParameter, match="dependence"):
+        g + Guarantee(1.0, relation="replace_one", unit="record")
     with pytest.raises(DataError, match="states="):
         approx.release(np.zeros(5, dtype=int))
     binned = MarkovQuiltMechanism(ChainClass.bounds(0.3, 0.3), 100, 1.0, method="approx", states=3)

@@ -39,6 +39,12 @@ def test_correlated_records_report_bayesian_dp() -> None:
     assert h.guarantee.epsilon == dp_to_bdp(dp, CORRELATED, N) > dp
     assert h.budget_guarantee.epsilon == dp_to_bdp(10 * h.epsilon_per_overflow, CORRELATED, N)
     assert h.accuracy(100, 0.05) > _holdout(None).accuracy(100, 0.05)
+    dep = h.guarantee.dependence
+    assert dep.notion == "bdp" and dep.length == N and "2-state" in dep.model
+    assert h.dp_guarantee.dependence is None and _holdout(None).guarantee.dependence is None
+    assert "Bayesian differential privacy" in h.guarantee.explain()
+    with pytest.raises(InvalidParameter, match="dependence"):
+        h.guarantee + h.dp_guarantee  # Bayesian DP on a chain and plain DP do not add
 
 
 def test_required_size_grows_with_correlation() -> None:

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bayesdp.errors import InvalidParameter
-from bayesdp.privacy import Guarantee, Noise
+from bayesdp.privacy import Dependence, Guarantee, Noise, compose
 
 LAP = Noise("laplace", scale=1.0, sensitivity=1.0)
 
@@ -112,3 +112,27 @@ def test_group_is_monotone_in_k(eps, delta, j, k):
     g = Guarantee(eps, delta)
     lo, hi = g.group(min(j, k)), g.group(max(j, k))
     assert lo.epsilon <= hi.epsilon and lo.delta <= hi.delta
+
+
+CHAIN = Dependence("pufferfish", "a 2-state Markov chain", "c0ffee", 100)
+
+
+def test_guarantees_under_different_dependence_assumptions_never_compose():
+    correlated = Guarantee(1.0, relation="replace_one", unit="record", dependence=CHAIN)
+    independent = Guarantee(1.0, relation="replace_one", unit="record")
+    other = Guarantee(1.0, relation="replace_one", unit="record",
+                      dependence=Dependence("pufferfish", "a 2-state Markov chain", "beef", 100))
+    for a, b in [(correlated, independent), (independent, correlated), (correlated, other)]:
+        with pytest.raises(InvalidParameter, match=r"dependence=.*dependence=") as err:
+            compose([a, b])
+        assert str(a.dependence or "independent") in str(err.value)
+        assert str(b.dependence or "independent") in str(err.value)
+    both = correlated + correlated
+    assert both.epsilon == 2.0 and both.dependence == CHAIN
+    assert str(both).endswith(", Pufferfish privacy under a 2-state Markov chain")
+    with pytest.raises(InvalidParameter, match="method"):
+        compose([correlated] * 2, "pld", 1e-6)
+    with pytest.raises(InvalidParameter, match="k=2"):
+        correlated.group(2)
+    with pytest.raises(InvalidParameter, match="dependence"):
+        Guarantee(1.0, dependence="a Markov chain")

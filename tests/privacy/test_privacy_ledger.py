@@ -12,7 +12,7 @@ import time
 import pytest
 
 from bayesdp.errors import BudgetExceeded, InvalidParameter, LedgerError
-from bayesdp.privacy import Guarantee, Noise, compose, zcdp_epsilon
+from bayesdp.privacy import Dependence, Guarantee, Noise, compose, zcdp_epsilon
 from bayesdp.privacy.ledger import Ledger
 
 
@@ -395,3 +395,21 @@ def test_spends_recorded_before_noise_had_a_family_still_count_their_noise(tmp_p
     led = Ledger(path)
     assert led.history()[0].guarantee.noise == (Noise("laplace", 5.0, 1.0),)
     assert led.spent().epsilon == pytest.approx(compose([Lap(0.2)] * 15, "pld", 1e-5).epsilon)
+
+
+def test_a_ledger_keeps_one_dependence_assumption(tmp_path):
+    chain = Dependence("bdp", "a 2-state Markov chain", "c0ffee", 50, explanation="words")
+    spend = Guarantee(0.3, relation="replace_one", dependence=chain)
+    budget = Guarantee(1.0, relation="replace_one", dependence=chain)
+    led = Ledger(tmp_path / "c.db", budget=budget)
+    led.spend(spend, "holdout")
+    reopened = Ledger(tmp_path / "c.db")
+    assert reopened.budget == budget and reopened.history()[0].guarantee == spend
+    assert reopened.remaining() == Guarantee(0.7, relation="replace_one", dependence=chain)
+    with pytest.raises(InvalidParameter, match=r"dependence=None \(independent records\)"):
+        led.spend(Guarantee(0.1, relation="replace_one"), "independent")
+    with pytest.raises(InvalidParameter, match="dependence=Bayesian DP"):
+        Ledger(tmp_path / "i.db", budget=Guarantee(1.0, relation="replace_one")).spend(spend, "x")
+    with pytest.raises(InvalidParameter, match="accounting"):
+        Ledger(tmp_path / "p.db", budget=budget, accounting="pld")
+    assert len(reopened.history()) == 1

@@ -5,19 +5,20 @@ from bayesdp.correlated.baselines import GK16, gk16_gamma, gk16_scale, gmrf_sum_
 from bayesdp.correlated.calibration import QuiltCalibration, max_influence, quilt_calibration
 from bayesdp.correlated.chain import ChainClass, MarkovChain
 from bayesdp.correlated.conversion import bdp_to_dp, dp_to_bdp
-from bayesdp.correlated.mechanism import CorrelatedGuarantee, MarkovQuiltMechanism
+from bayesdp.correlated.dependence import describe_model
+from bayesdp.correlated.mechanism import MarkovQuiltMechanism
 from bayesdp.correlated.network import BayesianNetwork, Quilt
 
 __all__ = [
     "GK16",
     "BayesianNetwork",
     "ChainClass",
-    "CorrelatedGuarantee",
     "MarkovChain",
     "MarkovQuiltMechanism",
     "Quilt",
     "QuiltCalibration",
     "bdp_to_dp",
+    "describe_model",
     "dp_to_bdp",
     "gk16_gamma",
     "gk16_scale",

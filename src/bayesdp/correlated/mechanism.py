@@ -3,13 +3,13 @@ with Laplace noise of scale L·σ_max (Song, Wang & Chaudhuri 2017, Alg. 2 and T
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from bayesdp.correlated.calibration import QuiltCalibration, quilt_calibration
 from bayesdp.correlated.chain import ChainClass, MarkovChain, as_sequences, check_sequences
+from bayesdp.correlated.dependence import NOTION_WORDS, dependence_for, describe_model
 from bayesdp.correlated.influence import check_notion
 from bayesdp.correlated.network import BayesianNetwork
 from bayesdp.errors import DataError, check_open_unit, check_positive_int, invalid
@@ -21,87 +21,39 @@ from bayesdp.mechanisms.base import (
     check_noise_steps,
 )
 from bayesdp.noise import Rng, discrete_laplace, grid_for, resolve_rng, snap_add
-from bayesdp.privacy import Guarantee
+from bayesdp.privacy import Guarantee, Noise
 
 MAX_LENGTH = 10**9  # records per sequence; the quilt search indexes them with int64
 
-_NOTION_WORDS = {
-    "pufferfish": (
-        "Pufferfish privacy (Song, Wang & Chaudhuri 2017): for every record i and any two of its "
-        "values a, b, an adversary whose beliefs about how records depend on each other are "
-        "in the model below, and who knows nothing else, sees output probabilities that differ "
-        "by at most a factor e^ε whether record i is a or b"
-    ),
-    "bdp": (
-        "Bayesian differential privacy (Yang, Sato & Nakagawa 2015; Zhao et al. 2017): for every "
-        "record i, any two of its values, and ANY set of other records the adversary already "
-        "knows, the output probabilities differ by at most a factor e^ε, with the unknown records "
-        "following the model below"
-    ),
-}
-
-
-def describe_model(model: Any) -> str:
-    """One sentence naming the correlation model that the guarantee assumes."""
-    if isinstance(model, MarkovChain):
-        start = {"stationary": "started from its stationary distribution",
-                 "worst": "started from any distribution"}.get(str(model.initial), "with a given start")
-        return f"a {model.k}-state time-homogeneous Markov chain {start}"
-    if isinstance(model, ChainClass):
-        if model.is_finite:
-            return f"any of {len(model.chains)} given {model.chains[0].k}-state Markov chains"
-        return (f"any ergodic Markov chain with min stationary probability ≥ {model.pi_min:g} "
-                f"and eigengap ≥ {model.eigengap:g}")
-    return f"a Bayesian network over {len(model.nodes)} records ({', '.join(model.nodes)})"
-
-
-@dataclass(frozen=True)
-class CorrelatedGuarantee:
-    """A Guarantee that holds under a stated correlation model and privacy notion."""
-
-    guarantee: Guarantee
-    notion: str
-    model: str
-    length: int
-    method: str
-    calibration: QuiltCalibration
-
-    @property
-    def epsilon(self) -> float:
-        return self.guarantee.epsilon
-
-    def explain(self) -> str:
-        """What the guarantee promises, what it assumes, and what happens if the model is wrong."""
-        cal = self.calibration
-        lines = [
-            f"{_NOTION_WORDS[self.notion]}, with ε = {self.epsilon:g} per record over sequences "
-            f"of up to {self.length} records.",
-            f"Correlation model assumed: {self.model}.",
-        ]
-        if cal.trivial:
-            lines.append(
-                f"No Markov quilt helps here (the records stay too dependent for ε = "
-                f"{self.epsilon:g}), so the noise is that of group privacy over all {cal.nearby} "
-                "records: this part of the guarantee holds for ANY correlation, model or not."
-            )
-        else:
-            lines.append(
-                f"Noise scale σ = {cal.sigma:.6g} per unit of Lipschitz constant, set by record "
-                f"{cal.node} whose quilt {cal.quilt} leaves {cal.nearby} nearby record(s) and lets "
-                f"the model carry at most {cal.influence:.4g} of ε ({self.method} max-influence)."
-            )
-            lines.append(
-                "If the real dependence is stronger than the model allows, records beyond the "
-                "quilt reveal more about a record than accounted for and the real ε is larger. "
-                f"Whatever the dependence, the release stays {1 / cal.sigma:.4g}-DP for a change "
-                f"of one record, and {self.length / cal.sigma:.4g}-DP at worst, for an adversary "
-                f"to whom all {self.length} records move together (group privacy). If the "
-                "dependence is weaker than modelled, the guarantee holds with room to spare."
-            )
-        return " ".join(lines)
-
-    def __str__(self) -> str:
-        return f"ε={self.epsilon:g} {self.notion} per record under {self.model}"
+def explain_quilt(epsilon: float, notion: str, model: str, length: int, method: str,
+                  cal: QuiltCalibration) -> str:
+    """What the MQM guarantee promises, what it assumes, and what happens if the model is wrong."""
+    lines = [
+        f"{NOTION_WORDS[notion]}, with ε = {epsilon:g} per record over sequences of up to "
+        f"{length} records.",
+        f"Correlation model assumed: {model}.",
+    ]
+    if cal.trivial:
+        lines.append(
+            f"No Markov quilt helps here (the records stay too dependent for ε = {epsilon:g}), "
+            f"so the noise is that of group privacy over all {cal.nearby} records: this part of "
+            "the guarantee holds for ANY correlation, model or not."
+        )
+    else:
+        lines.append(
+            f"Noise scale σ = {cal.sigma:.6g} per unit of Lipschitz constant, set by record "
+            f"{cal.node} whose quilt {cal.quilt} leaves {cal.nearby} nearby record(s) and lets "
+            f"the model carry at most {cal.influence:.4g} of ε ({method} max-influence)."
+        )
+        lines.append(
+            "If the real dependence is stronger than the model allows, records beyond the "
+            "quilt reveal more about a record than accounted for and the real ε is larger. "
+            f"Whatever the dependence, the release stays {1 / cal.sigma:.4g}-DP for a change "
+            f"of one record, and {length / cal.sigma:.4g}-DP at worst, for an adversary "
+            f"to whom all {length} records move together (group privacy). If the "
+            "dependence is weaker than modelled, the guarantee holds with room to spare."
+        )
+    return " ".join(lines)
 
 
 class MarkovQuiltMechanism:
@@ -132,9 +84,15 @@ class MarkovQuiltMechanism:
         self.states = self._states(states)
         raw = self.lipschitz * self.calibration.sigma
         self.grid = grid_for(raw)
-        self._guarantee = CorrelatedGuarantee(
-            Guarantee(self.epsilon, 0.0, relation="replace_one", unit="record"),
-            notion, describe_model(model), self.length, method, self.calibration,
+        cal = self.calibration
+        detail = (f"{method} max-influence; record {cal.node}, quilt {cal.quilt}, σ = {cal.sigma:.6g}"
+                  if not cal.trivial else f"group privacy over {cal.nearby} records")
+        words = explain_quilt(self.epsilon, notion, describe_model(model), self.length, method, cal)
+        noise = Noise("laplace", scale=self.scale, sensitivity=self.lipschitz, grid=self.grid)
+        self._guarantee = Guarantee(
+            self.epsilon, 0.0, relation="replace_one", unit="record", noise=(noise,),
+            dependence=dependence_for(model, notion, self.length, detail=detail,
+                                      explanation=words),
         )
 
     def _states(self, given: int | None) -> int | None:
@@ -159,7 +117,8 @@ class MarkovQuiltMechanism:
         return self.lipschitz * self.calibration.sigma
 
     @property
-    def guarantee(self) -> CorrelatedGuarantee:
+    def guarantee(self) -> Guarantee:
+        """ε-Pufferfish (or ε-BDP) per record under the model: its `dependence` says which."""
         return self._guarantee
 
     def steps(self, size: int, on_grid: bool) -> float:

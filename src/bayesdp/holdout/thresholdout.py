@@ -8,6 +8,7 @@ from typing import Any, Literal
 import numpy as np
 
 from bayesdp.correlated import dp_to_bdp
+from bayesdp.correlated.dependence import NOTION_WORDS, dependence_for, describe_model
 from bayesdp.errors import (
     BudgetExhausted,
     check_open_unit,
@@ -87,6 +88,12 @@ class ReusableHoldout(HoldoutBase):
         self.dependence = dependence
         self._bdp: dict[float, float] = {}
         self._bayesian(self.budget * self._cost.overflow)  # checks the model against n now
+        self._dependence = None if dependence is None else dependence_for(
+            dependence, "bdp", self.n, detail="ε-DP on the holdout converted by Zhao et al. 2017, Lemma 3",
+            explanation=f"{NOTION_WORDS['bdp']}, for the holdout's {self.n} records. Correlation "
+            f"model assumed: {describe_model(dependence)}. The plain DP guarantee on the holdout "
+            "is `dp_guarantee`; if the real dependence is stronger than the model allows, the "
+            "real ε is larger.")
         self._gamma = self._draw_gamma()
 
     @property
@@ -121,7 +128,8 @@ class ReusableHoldout(HoldoutBase):
         return self._reported(self.budget * self._cost.overflow)
 
     def _reported(self, epsilon_dp: float) -> Guarantee:
-        return Guarantee(self._bayesian(epsilon_dp), relation="replace_one", unit="row")
+        return Guarantee(self._bayesian(epsilon_dp), relation="replace_one", unit="row",
+                         dependence=self._dependence)
 
     def _bayesian(self, epsilon_dp: float) -> float:
         """ε-DP as Bayesian DP on the dependence model (the same ε for independent records)."""

@@ -6,6 +6,7 @@ from bayesdp.privacy.accounting import (
     zcdp_epsilon,
     zcdp_epsilon_simple,
 )
+from bayesdp.privacy.dependence import Dependence
 from bayesdp.privacy.guarantee import RELATIONS, Guarantee, Relation, dp_from_semantic
 from bayesdp.privacy.ledger import Ledger, Spend
 from bayesdp.privacy.noise import Noise
@@ -20,6 +21,7 @@ __all__ = [
     "METHODS",
     "RELATIONS",
     "BayesCheck",
+    "Dependence",
     "Guarantee",
     "Ledger",
     "Noise",

@@ -94,6 +94,8 @@ def compose(
     d = check_delta("delta", delta)
     if d == 0:
         raise invalid("delta", delta, f"in (0, 1) for {method} composition")
+    if gs[0].dependence is not None:
+        raise invalid("method", method, f"'basic' for guarantees under {gs[0].dependence}")
     basic = basic_composition(gs)
     if method == "advanced":
         eps, total_delta = _advanced(gs, d)

@@ -21,6 +21,7 @@ from bayesdp.errors import (
     invalid,
 )
 from bayesdp.privacy import semantics
+from bayesdp.privacy.dependence import Dependence
 from bayesdp.privacy.noise import Noise
 from bayesdp.privacy.semantics import SemanticPrivacy
 
@@ -35,7 +36,9 @@ class Guarantee:
 
     `noise` is what the mechanisms behind it add (empty for a stated guarantee); tight
     accountants read it. It does not take part in equality. When `rho` is set, the guarantee
-    is both ρ-zCDP and (ε, δ)-DP.
+    is both ρ-zCDP and (ε, δ)-DP. `dependence` is None for independent records, else the
+    correlation model under which ε holds (Pufferfish privacy or Bayesian DP); guarantees
+    under different dependence assumptions never compose.
     """
 
     epsilon: float
@@ -44,6 +47,7 @@ class Guarantee:
     unit: str = "row"
     rho: float | None = None
     noise: tuple[Noise, ...] = field(default=(), compare=False, repr=False)
+    dependence: Dependence | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", _epsilon(self.epsilon))
@@ -56,6 +60,8 @@ class Guarantee:
             object.__setattr__(self, "rho", check_nonnegative("rho", self.rho))
         if not isinstance(self.noise, tuple) or not all(isinstance(n, Noise) for n in self.noise):
             raise invalid("noise", self.noise, "a tuple of Noise descriptions")
+        if self.dependence is not None and not isinstance(self.dependence, Dependence):
+            raise invalid("dependence", self.dependence, "None (independent records) or a Dependence")
 
     @classmethod
     def zcdp(
@@ -85,7 +91,8 @@ class Guarantee:
             if self.rho is not None
             else (f"ε={self.epsilon:.6g}" + (f", δ={self.delta:.3g}" if self.delta else ""))
         )
-        return f"{head} per {self.unit} ({RELATION_NAMES[self.relation]} neighbours)"
+        tail = "" if self.dependence is None else f", {self.dependence}"
+        return f"{head} per {self.unit} ({RELATION_NAMES[self.relation]} neighbours){tail}"
 
     # -- composition and conversion ------------------------------------------------------
 
@@ -136,6 +143,11 @@ class Guarantee:
         """Group privacy for k steps along a chain of neighbours (Dwork & Roth 2014, Thm 2.2)."""
         if k == 1:
             return replace(self, unit=unit, relation=relation, noise=())
+        if self.dependence is not None:
+            raise InvalidParameter(
+                f"k={k} is not allowed for a guarantee under {self.dependence}: the model already "
+                "states how records depend on each other; calibrate for the larger unit instead"
+            )
         e = self.epsilon
         # δ(1 + e^ε + ... + e^{(k-1)ε}): a geometric sum, written to stay exact at ε = 0.
         if self.delta == 0:
@@ -192,6 +204,7 @@ def basic_composition(gs: Sequence[Guarantee]) -> Guarantee:
         relation=gs[0].relation,
         unit=gs[0].unit,
         rho=rho,
+        dependence=gs[0].dependence,
     )
 
 
@@ -227,6 +240,18 @@ def check_compatible(g: Guarantee, ref: Guarantee, context: str) -> None:
             f"unit={g.unit!r} is not allowed here: {context} for unit={ref.unit!r}; restate "
             "both for one privacy unit first (e.g. .group(k, unit=...))"
         )
+    if g.dependence != ref.dependence:
+        raise InvalidParameter(
+            f"dependence={_assumption(g)} is not allowed here: {context} for "
+            f"dependence={_assumption(ref)}; guarantees under different dependence assumptions "
+            "do not compose (keep a ledger per assumption)"
+        )
+
+
+def _assumption(g: Guarantee) -> str:
+    if g.dependence is None:
+        return "None (independent records)"
+    return f"{g.dependence} (model {g.dependence.fingerprint}, {g.dependence.length} records)"
 
 
 def _epsilon(value: Any) -> float:

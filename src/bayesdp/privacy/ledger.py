@@ -42,6 +42,7 @@ from scipy.optimize import brentq
 
 from bayesdp.errors import BudgetExceeded, InvalidParameter, LedgerError, invalid
 from bayesdp.privacy.accounting import compose, guarantee_rho, zcdp_epsilon
+from bayesdp.privacy.dependence import Dependence
 from bayesdp.privacy.guarantee import Guarantee, check_compatible
 from bayesdp.privacy.noise import Noise
 
@@ -379,6 +380,7 @@ class Ledger:
                     unit=unit,
                     rho=rho,
                     noise=() if noise is None else _noise_from(json.loads(noise)),
+                    dependence=self.budget.dependence,
                 ),
             )
             for label, t, eps, delta, rho, relation, unit, noise in rows
@@ -387,7 +389,7 @@ class Ledger:
     def _total(self, spends: list[Spend]) -> Guarantee:
         b = self.budget
         if not spends:
-            return Guarantee(0.0, 0.0, relation=b.relation, unit=b.unit)
+            return Guarantee(0.0, 0.0, relation=b.relation, unit=b.unit, dependence=b.dependence)
         items = [s.guarantee for s in spends]
         if self.accounting == "basic":
             return compose(items, "basic")
@@ -416,6 +418,7 @@ class Ledger:
                 max(0.0, b.delta - total.delta),
                 relation=b.relation,
                 unit=b.unit,
+                dependence=b.dependence,
             )
         if self.accounting == "zcdp":
             used = math.fsum(guarantee_rho(s.guarantee) for s in spends)
@@ -438,6 +441,8 @@ def _budget_rho(b: Guarantee) -> float:
 
 
 def _check_budget(b: Guarantee, accounting: str) -> None:
+    if b.dependence is not None and accounting != "basic":
+        raise invalid("accounting", accounting, f"'basic' for a budget under {b.dependence}")
     if accounting in ("zcdp", "pld") and b.delta == 0 and not (accounting == "zcdp" and b.rho):
         raise invalid("budget", b, f"a budget with δ > 0 for {accounting} accounting")
 
@@ -457,10 +462,13 @@ def _guarantee_json(g: Guarantee) -> dict[str, Any]:
         "rho": g.rho,
         "relation": g.relation,
         "unit": g.unit,
+        **({} if g.dependence is None else {"dependence": asdict(g.dependence)}),
     }
 
 
 def _guarantee_from(d: dict[str, Any]) -> Guarantee:
+    dependence = d.get("dependence")
     return Guarantee(
-        d["epsilon"], d["delta"], relation=d["relation"], unit=d["unit"], rho=d["rho"]
+        d["epsilon"], d["delta"], relation=d["relation"], unit=d["unit"], rho=d["rho"],
+        dependence=None if dependence is None else Dependence(**dependence),
     )

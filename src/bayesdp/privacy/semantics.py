@@ -148,6 +148,8 @@ def explain(g: Guarantee, n: int | None = None, prior: float | None = None) -> s
     """A short paragraph for a data owner: what an adversary can and cannot conclude (seed 000)."""
     nn = None if n is None else check_positive_int("n", n)
     p = None if prior is None else check_open_unit("prior", prior)
+    if g.dependence is not None:  # its own meaning, stated with the model it assumes
+        return g.dependence.explanation or f"This release is {g}."
     e, d, unit = g.epsilon, g.delta, g.unit
     out = [f"This release is {g}."]
     out.append(_explain_pure(g) if d == 0 else _explain_delta(g, nn))
