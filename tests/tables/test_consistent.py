@@ -8,7 +8,7 @@ import bayesdp.tables as bdp
 from bayesdp import Guarantee, Ledger, rng_for_tests
 from bayesdp.cli import main
 from bayesdp.report import write_release_report
-from bayesdp.tables.estimate import Estimate, value_range
+from bayesdp.tables.estimate import Estimate
 
 
 def _aggregates(rng) -> dict:
@@ -32,7 +32,7 @@ def test_every_estimate_lies_in_its_interval_and_range(events):
         eps = float(rng.choice([0.001, 0.05, 1.0, 20.0]))
         r = q.release(eps, max_groups_per_unit=int(rng.integers(1, 4)), rng=rng_for_tests(100 + seed))
         for name, est in r.estimates.items():
-            lo, hi = value_range(r.plan.steps[name].aggregate)
+            lo, hi = r.plan.steps[name].aggregate.value_range()
             assert np.all(est.low <= est.value) and np.all(est.value <= est.high), (seed, name)
             assert np.all(lo <= est.low) and np.all(est.high <= hi), (seed, name)
 

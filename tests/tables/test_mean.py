@@ -8,7 +8,8 @@ from scipy import stats
 import bayesdp.tables as bdp
 from bayesdp import rng_for_tests
 from bayesdp.tables.engines.base import Diagnostics, ExactAggregates
-from bayesdp.tables.estimate import MEAN_SWITCH, estimate, measure_of
+from bayesdp.tables.estimate import estimate
+from bayesdp.tables.means import MEAN_SWITCH
 from bayesdp.tables.plan import make_plan
 
 GROUPS = 2000  # per branch
@@ -22,7 +23,7 @@ def _estimates(noise: str, n: int, seed: int):
     sizes = np.full(GROUPS, float(n))
     moments = np.column_stack([sizes, sizes * MU, sizes * MU * MU])
     exact = ExactAggregates(groups=pd.DataFrame({"g": np.arange(GROUPS)}), units=sizes.astype(np.int64),
-                            rows=sizes.astype(np.int64), moments={measure_of(agg): moments}, cells={},
+                            rows=sizes.astype(np.int64), moments={agg.measure: moments}, cells={},
                             bins={}, diagnostics=Diagnostics(n * GROUPS, n * GROUPS, 0, 0, 0))
     step = plan.steps["m"]
     return step, estimate(step, exact, np.arange(GROUPS), 0.1, rng_for_tests(seed))

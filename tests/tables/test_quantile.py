@@ -321,17 +321,14 @@ def test_a_draw_outside_the_window_reads_the_whole_grid_again(monkeypatch):
     # the engine (same bounding seed) and returns values inside the bounds.
     import dataclasses
 
-    import bayesdp.tables.estimate as est
     import bayesdp.tables.quantiles as qt
-    import bayesdp.tables.query as query
 
     wide = qt.cells_of
 
     def narrow(step, alpha):
         return dataclasses.replace(wide(step, alpha), margin=1.0)
 
-    monkeypatch.setattr(est, "cells_of", narrow)
-    monkeypatch.setattr(query, "cells_of", narrow)
+    monkeypatch.setattr(qt, "cells_of", narrow)
     rng = rng_for_tests(3)
     frame = pd.DataFrame({"u": np.arange(2000), "x": rng.uniform(0, 100, size=2000)})
     q = bdp.table(frame, "u").agg(p=bdp.quantile("x", 0.5, bounds=(0, 100)))

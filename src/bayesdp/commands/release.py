@@ -35,9 +35,9 @@ from bayesdp.commands import add_memory_options
 from bayesdp.errors import DataError, check_writable, invalid
 from bayesdp.privacy import Ledger
 from bayesdp.report import write_curator_report, write_release_report
+from bayesdp.tables.aggregates import CONSTRUCTORS
 from bayesdp.tables.engines import connect
 
-KINDS = ("count_units", "count", "sum", "mean", "share", "std", "quantile", "histogram")
 RELEASE_KEYS = ("epsilon", "delta", "max_groups_per_unit", "max_rows_per_group", "alpha", "noise",
                  "selection_weight")
 _OUT_FORMATS = (".csv", ".parquet")
@@ -92,11 +92,11 @@ def check_spec(spec: dict[str, Any], where: str) -> dict[str, Any]:
 
 def aggregate(name: str, item: Any) -> tables.Aggregate:
     """One [aggregates] entry as an Aggregate."""
-    if not isinstance(item, dict) or item.get("kind") not in KINDS:
-        raise invalid(f"aggregates.{name}", item, f"a table with kind one of {KINDS}")
+    if not isinstance(item, dict) or item.get("kind") not in CONSTRUCTORS:
+        raise invalid(f"aggregates.{name}", item, f"a table with kind one of {tuple(CONSTRUCTORS)}")
     args = {k: v for k, v in item.items() if k != "kind"}
     try:
-        agg: tables.Aggregate = getattr(tables, item["kind"])(**args)
+        agg = CONSTRUCTORS[item["kind"]](**args)
     except TypeError as exc:
         raise DataError(f"aggregates.{name}: {exc}") from None
     return agg

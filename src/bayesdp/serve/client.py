@@ -124,24 +124,6 @@ class Client:
         return pd.read_csv(StringIO(self._call("GET", f"/v1/synthetic/{dataset}").text))
 
 
-def _item(a: Aggregate) -> dict[str, Any]:
-    """An aggregate in the spec format of `bayesdp release`."""
-    item: dict[str, Any] = {"kind": a.kind}
-    if a.column is not None:
-        item["column"] = a.column
-    if a.edges is not None:
-        item["bins"] = list(a.edges)
-    elif a.bounds is not None:
-        item["bounds"] = list(a.bounds)
-    if a.q is not None:
-        item["q"] = a.q
-    if a.weight != 1.0:
-        item["weight"] = a.weight
-    if a.epsilon is not None:
-        item["epsilon"] = a.epsilon
-    return item
-
-
 @dataclass(frozen=True)
 class RemoteTable:
     client: Client
@@ -172,7 +154,7 @@ class RemoteGrouped:
         for name, a in aggregates.items():
             if not isinstance(a, Aggregate):
                 raise invalid(name, a, "an aggregate such as bdp.count() or bdp.sum('col', bounds=(0, 1))")
-        spec: dict[str, Any] = {"aggregates": {n: _item(a) for n, a in aggregates.items()}}
+        spec: dict[str, Any] = {"aggregates": {n: a.spec() for n, a in aggregates.items()}}
         if self.table.filters:
             spec["where"] = list(self.table.filters)
         if self.by:

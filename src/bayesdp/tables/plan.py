@@ -2,8 +2,8 @@
 
 Default split (documented, overridable): every aggregate has weight 1 and, when keys are
 private, partition selection has weight 1 too; each gets ε·weight/Σweights. An aggregate's own
-parts share its budget by `aggregates.PARTS` (a mean's second stage is one of two branches, each
-completing the aggregate's budget; `Aggregate.branches`). With
+parts share its budget by their fractions (`Aggregate.noisy`; a mean's second stage is one of two
+branches, each completing the aggregate's budget: `Aggregate.branches`). With
 Laplace noise δ goes entirely to partition selection. With Gaussian noise, partition selection
 (if any) gets half of δ and the aggregates compose in zCDP (Bun & Steinke 2016, Lemma 2.3):
 their total ρ is the largest whose tight (ε, δ) conversion (Canonne, Kamath & Steinke 2020,
@@ -29,13 +29,10 @@ from bayesdp.mechanisms import (
     Mechanism,
 )
 from bayesdp.privacy import Guarantee, compose, zcdp_epsilon
-from bayesdp.tables.aggregates import Aggregate
+from bayesdp.tables.aggregates import Aggregate, Noisy
 from bayesdp.tables.selection import PartitionSelection
 
 NOISES = ("laplace", "gaussian")
-_INTEGER_PARTS = ("count", "counts", "count2")
-_SELECTION_PARTS = ("value", "low", "high")
-_RANK_PARTS = (*_SELECTION_PARTS, "low_rank", "high_rank")
 
 
 @dataclass(frozen=True)
@@ -115,29 +112,6 @@ class Plan:
         return "\n".join(lines)
 
 
-def sensitivity(agg: Aggregate, part: str, max_rows: int) -> float:
-    """Largest change of one group's part when one unit (≤ max_rows rows there) is added/removed."""
-    m = float(max_rows)
-    if agg.kind == "count_units":
-        return 1.0
-    if part in _INTEGER_PARTS or part == "centred":  # centred: Σ(x - c)/max(c - lo, hi - c)
-        return m
-    if part in _RANK_PARTS:
-        # u = -dist(q·n, [B, A]) and the checked ranks B - q·n, A - q·n: a unit moves B and A by at
-        # most k in [0, m] and q·n by q·k, so each moves by at most m·max(q, 1-q) (proof in
-        # quantiles.py; McSherry & Talwar 2007, Def. of Δu; Smith 2011).
-        assert agg.q is not None
-        return m * max(agg.q, 1 - agg.q)
-    assert agg.bounds is not None
-    lo, hi = agg.bounds
-    r = (hi - lo) / 2
-    if agg.kind == "sum":
-        return m * max(abs(lo), abs(hi))
-    if part in ("sum", "sum2"):  # centred sum Σ(x - mid), |x - mid| <= r
-        return m * r
-    return m * r * r / 2  # centred squares (x - mid)² - r²/2 in [-r²/2, r²/2]
-
-
 def make_plan(aggregates: dict[str, Aggregate], *, epsilon: float, delta: float, noise: str,
               unit: str, max_groups: int, max_rows: int, private_keys: bool,
               selection_weight: float = 1.0) -> Plan:
@@ -203,26 +177,27 @@ def rho_for(epsilon: float, delta: float) -> float:
 def _step(name: str, agg: Aggregate, eps: float | None, rho: float | None, k: int,
           max_rows: int, unit: str) -> Step:
     parts = {}
-    for part, frac in agg.parts:
-        sens = sensitivity(agg, part, max_rows)
+    for part in agg.noisy:
+        frac = part.fraction
+        sens = agg.sensitivity(part.name, max_rows)
         try:
             mech = _mechanism(part, sens, eps and eps * frac, rho and rho * frac, k, unit)
         except InvalidParameter as exc:  # say which share of the budget is out of range
             raise InvalidParameter(
-                f"{name}.{part} gets {frac:g} of its aggregate's budget, per group over "
+                f"{name}.{part.name} gets {frac:g} of its aggregate's budget, per group over "
                 f"max_groups_per_unit={k}, with sensitivity {sens:g}: {exc} (raise epsilon, "
                 "lower max_groups_per_unit or max_rows_per_group, or narrow the bounds)") from None
-        parts[part] = Part(part, sens, mech)
+        parts[part.name] = Part(part.name, sens, mech)
     return Step(name, agg, eps, rho, parts, max_rows)
 
 
-def _mechanism(part: str, sens: float, eps: float | None, rho: float | None, k: int,
+def _mechanism(part: Noisy, sens: float, eps: float | None, rho: float | None, k: int,
                unit: str) -> Mechanism:
-    if part in _SELECTION_PARTS:
+    if part.select:
         # An ε-DP exponential mechanism is ε²/8-zCDP (Cesar & Rogers 2021, Lemma 3.2).
         e = eps if eps is not None else math.sqrt(8 * (rho or 0.0))
         return Exponential(e / k, sens, unit=unit)
-    integer = part in _INTEGER_PARTS and sens == int(sens)
+    integer = part.integer and sens == int(sens)
     if eps is not None:
         return DiscreteLaplace(eps / k, int(sens), unit=unit) if integer else \
             Laplace(eps / k, sens, unit=unit)

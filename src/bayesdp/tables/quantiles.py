@@ -23,7 +23,7 @@ Sensitivity (add/remove of one unit with k <= m rows in the group, m = max_rows)
 k1 and A(j) by k2 with 0 <= k1 <= k2 <= k (a row below j is at or below j), t by q·k. Then
 B - t moves by k1 - q·k ∈ [-q·k, (1-q)·k] and t - A by q·k - k2 ∈ [-(1-q)·k, q·k]; u = -max(B - t,
 t - A, 0) is a maximum of terms each moving by at most max(q, 1-q)·m, so |Δu| <= m·max(q, 1-q)
-(`plan.sensitivity`). The mechanism's scale 2Δu/ε makes each draw ε-DP (McSherry & Talwar 2007,
+(`Quantile.sensitivity`). The mechanism's scale 2Δu/ε makes each draw ε-DP (McSherry & Talwar 2007,
 Thm 6) whatever the candidate set, because the base measure is data independent.
 
 The interval (Drechsler et al. 2022: exponential-mechanism draws for the ends, here with a noisy
@@ -42,7 +42,7 @@ a grid cell for the rounding) covers v with probability >= 1 - α; `estimate.con
 clamps it to the bounds and widens it to hold the estimate (post-processing).
 
 Cost: the value gets 0.65 of the aggregate's budget, each candidate draw and each rank check
-0.0875 (`aggregates.PARTS`); the value's rank error grows by 1/0.65 against a point that takes the
+0.0875 (`Quantile.noisy`); the value's rank error grows by 1/0.65 against a point that takes the
 whole budget. The interval spans about ±`rank_margin` ranks around q·n: at q = 1/2, one row per
 unit and α = 0.05, about 60/ε ranks (ε the aggregate's, per group).
 """
@@ -50,15 +50,22 @@ unit and α = 0.05, about 60/ε ranks (ε the aggregate's, per group).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from functools import cache, partial
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from bayesdp.errors import check_open_unit
 from bayesdp.noise import Rng, bernoulli_exp
-from bayesdp.tables.engines.base import FULL_GRID, Cells, CellWindow
-from bayesdp.tables.plan import Step
+from bayesdp.tables.accuracy import Accuracy, bound
+from bayesdp.tables.aggregates import Clipped, Noisy, budget, check_bounds, check_column, constructor
+from bayesdp.tables.engines.base import FULL_GRID, Bins, Cells, CellWindow, ExactAggregates, Measure
+from bayesdp.tables.estimate import Estimate, FullGrid
+
+if TYPE_CHECKING:
+    from bayesdp.tables.plan import Step
 
 # A quantile's grid has at most this many cells between the bounds (Smith 2011 on the grid).
 QUANTILE_CELLS = 1 << 24
@@ -75,7 +82,6 @@ CHECK_SCALES = 2.5
 # dyadic grid when the quantile's is dyadic): see the module.
 CANDIDATE_CELLS_LOG2 = 16
 
-FullGrid = Callable[[Cells], CellWindow]
 # (bits, origin): the candidates are the grid values j with j + origin a multiple of 2^bits.
 Spacing = tuple[int, int]
 
@@ -109,7 +115,7 @@ def cells_of(step: Step, alpha: float) -> Cells:
     """The grid a quantile's draws need: the window around q·n holds the aims q·n and
     q·n ± rank_margin with WINDOW_SCALES noise scales beyond each."""
     agg = step.aggregate
-    assert agg.column is not None and agg.bounds is not None and agg.q is not None
+    assert isinstance(agg, Quantile)
     scale = max(step.parts[p].scale for p in ("value", "low", "high"))
     margin = rank_margin(step, alpha) + WINDOW_SCALES * scale
     lo, hi = agg.bounds
@@ -222,25 +228,15 @@ def closed_rank(runs: Runs, j: int, whole: Callable[[], Runs]) -> tuple[float, f
     return float(runs.rank_lo[i]), float(runs.rank_hi[i])
 
 
-@dataclass(frozen=True)
-class QuantileDraws:
-    """Per released group: the value (a grid value) and the interval's ends (half a cell outside
-    grid values, or the bounds)."""
-
-    value: np.ndarray
-    low: np.ndarray
-    high: np.ndarray
-
-
 def quantile_draws(step: Step, win: CellWindow, spec: Cells, index: np.ndarray, alpha: float,
-                   rng: Rng, full_grid: FullGrid) -> QuantileDraws:
+                   rng: Rng, full_grid: FullGrid) -> Estimate:
     """The value and its interval at level 1 - α for the groups at `index` (-1: no data).
 
     `full_grid(cells)` reads the whole grid, needed only when a draw lands outside its window or a
     candidate's rank lies there.
     """
     agg = step.aggregate
-    assert agg.q is not None and agg.bounds is not None
+    assert isinstance(agg, Quantile)
     lo, hi = agg.bounds
     q, width = agg.q, (hi - lo) / spec.cells
     spacing = candidate_spacing(lo, hi, spec.cells)
@@ -263,7 +259,55 @@ def quantile_draws(step: Step, win: CellWindow, spec: Cells, index: np.ndarray, 
         j_high[k] = draw(step, "high", runs, t + s, rng, whole, spacing)
         d_low[k] = closed_rank(runs, int(j_low[k]), whole)[0] - t
         d_high[k] = closed_rank(runs, int(j_high[k]), whole)[1] - t
-    keep_low = np.asarray(low_check.release(d_low, rng)) + w_low < 0
-    keep_high = np.asarray(high_check.release(d_high, rng)) - w_high >= 0
-    return QuantileDraws(lo + value * width, np.where(keep_low, lo + (j_low - 0.5) * width, lo),
+    keep_low = np.asarray(low_check.release(d_low, rng=rng)) + w_low < 0
+    keep_high = np.asarray(high_check.release(d_high, rng=rng)) - w_high >= 0
+    return Estimate(lo + value * width, np.where(keep_low, lo + (j_low - 0.5) * width, lo),
                          np.where(keep_high, lo + (j_high + 0.5) * width, hi))
+
+
+@dataclass(frozen=True)
+class Quantile(Clipped):
+    """The q-quantile of the clipped values (see the module): a value drawn by the exponential
+    mechanism over the grid, and an interval certified by noisy ranks."""
+
+    q: float = field(kw_only=True)
+    kind: ClassVar[str] = "quantile"
+    noisy: ClassVar[tuple[Noisy, ...]] = (
+        Noisy("value", 0.65, select=True), Noisy("low", 0.0875, select=True),
+        Noisy("high", 0.0875, select=True), Noisy("low_rank", 0.0875), Noisy("high_rank", 0.0875))
+
+    def sensitivity(self, part: str, max_rows: int) -> float:
+        """Every part moves by at most max_rows·max(q, 1 - q) (see the module; McSherry & Talwar
+        2007, Def. of Δu; Smith 2011)."""
+        return float(max_rows) * max(self.q, 1 - self.q)
+
+    def needs(self, step: Step, alpha: float) -> tuple[Measure | Cells | Bins, ...]:
+        return (cells_of(step, alpha),)
+
+    def estimate(self, step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float,
+                 rng: Rng, full_grid: FullGrid | None) -> Estimate:
+        assert full_grid is not None, "quantiles need the engine's full grid"
+        spec = cells_of(step, alpha)
+        return quantile_draws(step, exact.cells[spec], spec, index, alpha, rng, full_grid)
+
+    def value_range(self) -> tuple[float, float]:
+        return self.bounds
+
+    def accuracy(self, step: Step, alpha: float, n: int, rng: Rng | None) -> Accuracy:
+        """An upper bound in quantile levels: the interval spans about ±rank_margin ranks."""
+        return bound(float(min(1.0, rank_margin(step, alpha) / n)))
+
+    def describe(self) -> str:
+        lo, hi = self.bounds
+        return f"quantile({self.column!r}, {self.q:g}, bounds=({lo:g}, {hi:g}))"
+
+    def arguments(self) -> dict[str, object]:
+        return {**super().arguments(), "q": self.q}
+
+
+@constructor
+def quantile(column: str, q: float = 0.5, bounds: Sequence[float] | None = None, *,
+             weight: float = 1.0, epsilon: float | None = None) -> Quantile:
+    """The q-quantile of `column` clipped to `bounds`, by the exponential mechanism (Smith 2011)."""
+    b = budget(weight, epsilon)
+    return Quantile(check_column(column), bounds=check_bounds(bounds), q=check_open_unit("q", q), **b)

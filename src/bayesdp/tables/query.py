@@ -28,7 +28,6 @@ from bayesdp.expressions import RowExpression, row_expression
 from bayesdp.mechanisms.base import check_epsilon
 from bayesdp.noise import Rng, resolve_rng
 from bayesdp.privacy import Guarantee
-from bayesdp.tables.accuracy import Accuracy, accuracy
 from bayesdp.tables.aggregates import Aggregate
 from bayesdp.tables.engines.base import (
     Bins,
@@ -37,11 +36,11 @@ from bayesdp.tables.engines.base import (
     CellWindow,
     Diagnostics,
     Engine,
+    Measure,
 )
 from bayesdp.tables.engines.duckdb import connect
-from bayesdp.tables.estimate import Estimate, estimate, mean_half_width, measure_of
+from bayesdp.tables.estimate import Estimate, estimate
 from bayesdp.tables.plan import Plan, make_plan
-from bayesdp.tables.quantiles import cells_of, rank_margin
 from bayesdp.tables.release import Release
 from bayesdp.tables.source import check_column, engine_for
 
@@ -208,29 +207,29 @@ class Grouped:
         for name, a in aggregates.items():
             if not isinstance(a, Aggregate):
                 raise invalid(name, a, "an aggregate such as bdp.count() or bdp.sum('col', bounds=(0, 1))")
-            if a.column is not None:
-                value = self._value(name, a)
+            column = a.reads()
+            if column is not None:
+                value = self._value(name, a, column)
                 if isinstance(value, RowExpression):
-                    expressions[a.column] = value
+                    expressions[column] = value
             if name in self.by:
                 raise invalid(name, a, "an aggregate name that is not also a group column")
         return Query(self.table, self.by, self.keys, dict(aggregates), expressions)
 
-    def _value(self, name: str, a: Aggregate) -> str | RowExpression:
+    def _value(self, name: str, a: Aggregate, column: str) -> str | RowExpression:
         """The aggregate's column, or its row expression (`price * qty`, `"union" = 'yes'`)
         checked by `bayesdp.expressions` and computed by the engine; of a numeric type, or
-        true/false for a share."""
-        assert a.column is not None
+        of the type the aggregate asks for (`Aggregate.refusal`: true/false for a share)."""
         columns, engine = self.table.columns, self.table.engine
-        if a.column in columns or a.column.isidentifier():
-            value: str | RowExpression = check_column(a.column, columns, f"aggregate {name!r}")
+        if column in columns or column.isidentifier():
+            value: str | RowExpression = check_column(column, columns, f"aggregate {name!r}")
         else:
-            value = row_expression(a.column, columns, role=f"aggregate {name!r}")
-        if a.share and not engine.is_boolean(value):
-            raise DataError(f"share {name!r}: {a.column!r} is not true/false; give a condition such "
-                            f"as \"{a.column} > 0\" (rows where it is null are left out)")
+            value = row_expression(column, columns, role=f"aggregate {name!r}")
+        refused = a.refusal(engine, value, name)
+        if refused is not None:
+            raise refused
         if not engine.is_numeric(value):
-            raise _not_numeric(engine, a.column, name)
+            raise _not_numeric(engine, column, name)
         return value
 
 
@@ -347,15 +346,10 @@ class Query:
         return f"release{by}: {aggs}"
 
     def _request(self, plan: Plan, alpha: float, seed: int) -> BoundingRequest:
-        measures, cells, bins = [], [], []
-        for name, agg in self.aggregates.items():
-            if agg.kind in ("sum", "mean", "std"):
-                measures.append(measure_of(agg))
-            elif agg.kind == "quantile":
-                cells.append(cells_of(plan.steps[name], alpha))
-            elif agg.kind == "histogram":
-                assert agg.column is not None and agg.edges is not None
-                bins.append(Bins(agg.column, agg.edges))
+        needs = [n for name, step in plan.steps.items() for n in step.aggregate.needs(step, alpha)]
+        measures = [n for n in needs if isinstance(n, Measure)]
+        cells = [n for n in needs if isinstance(n, Cells)]
+        bins = [n for n in needs if isinstance(n, Bins)]
         return BoundingRequest(
             unit=self.table.privacy_unit, keys=self.by, max_groups=plan.max_groups,
             max_rows=plan.max_rows, seed=seed, public_keys=self.keys,
@@ -411,18 +405,14 @@ class Query:
             warnings.warn(w, UserWarning, stacklevel=2)
         rows = []
         for name, step in plan.steps.items():
-            acc = accuracy(step, a, n, rng)
-            bound = acc is None
-            if acc is None:
-                hw = half_width(step, a, n)
-                acc = Accuracy(hw, math.nan, hw, math.nan)
+            acc = step.aggregate.accuracy(step, a, n, rng)
             parts = list(step.parts.values())
             rows.append({"aggregate": name, "what": step.aggregate.describe(),
                          "epsilon": step.epsilon, "rho": step.rho,
                          "noise_scale": parts[0].scale if len(parts) == 1 else math.nan,
                          "group_size": n, "half_width": acc.half_width, "abs_error": acc.abs_error,
                          "half_width_max": acc.half_width_max, "abs_error_max": acc.abs_error_max,
-                         "upper_bound": bound, "units_to_keep_group_50%": threshold})
+                         "upper_bound": acc.upper_bound, "units_to_keep_group_50%": threshold})
         return pd.DataFrame(rows)
 
 
@@ -437,24 +427,6 @@ def _warn_dropped(d: Diagnostics, plan: Plan) -> None:
             f"not the table. If a {plan.unit} really has more, raise max_groups_per_unit (now "
             f"{plan.max_groups}) or max_rows_per_group (now {plan.max_rows}), at the cost of "
             "more noise per group", CuratorWarning, stacklevel=3)
-
-
-def half_width(step: Any, alpha: float, n: int) -> float:
-    """Interval half-width of an aggregate's estimate for a group of n values (public only)."""
-    agg = step.aggregate
-    if agg.kind == "mean":
-        return mean_half_width(step, alpha, n)
-    a = alpha / len(agg.parts)
-    w = {p: float(part.mechanism.interval(a)) for p, part in step.parts.items()
-         if hasattr(part.mechanism, "interval")}
-    if agg.kind in ("count_units", "count", "sum", "histogram"):
-        return float(next(iter(w.values())))
-    lo, hi = agg.bounds
-    r = (hi - lo) / 2
-    if agg.kind == "std":
-        return float(min(r, math.sqrt((w["squares"] + r * r * w["count"] + 2 * r * w["sum"])
-                                      / max(n - w["count"], 1.0))))
-    return float(min(1.0, rank_margin(step, alpha) / n))
 
 
 def usefulness_warnings(plan: Plan, aggregates: dict[str, Aggregate], n: int | None = None) -> list[str]:
@@ -472,9 +444,7 @@ def usefulness_warnings(plan: Plan, aggregates: dict[str, Aggregate], n: int | N
     if n is None:
         return out
     for name, step in plan.steps.items():
-        agg = step.aggregate
-        if agg.bounds and agg.kind in ("mean", "std") and \
-                half_width(step, 0.05, n) >= (agg.bounds[1] - agg.bounds[0]) / 2:
-            out.append(f"{name}: at {n:,} values per group the noise is as wide as the bounds "
-                       f"(epsilon too small for a useful {agg.kind})")
+        warning = step.aggregate.warning(name, step, n)
+        if warning is not None:
+            out.append(warning)
     return out

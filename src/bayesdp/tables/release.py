@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -10,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from bayesdp.privacy import Guarantee
+from bayesdp.tables.aggregates import triple
 from bayesdp.tables.engines.base import Diagnostics
 from bayesdp.tables.estimate import Estimate
 from bayesdp.tables.plan import Plan
@@ -17,11 +17,6 @@ from bayesdp.tables.plan import Plan
 if TYPE_CHECKING:
     import polars
     import pyarrow
-
-
-def bin_labels(edges: tuple[float, ...]) -> list[str]:
-    return [f"[{a:g}, {b:g}{']' if i == len(edges) - 2 else ')'}"
-            for i, (a, b) in enumerate(itertools.pairwise(edges))]
 
 
 @dataclass(frozen=True)
@@ -61,19 +56,11 @@ class Release:
         cols: dict[str, Any] = {c: self.keys[c].to_numpy() for c in self.keys.columns}
         for name, est in self.estimates.items():
             step = self.plan.steps.get(name) if name not in self.derived else None
-            agg = step.aggregate if step is not None else None
-            if agg is not None and agg.kind == "histogram":
-                assert agg.edges is not None
-                for j, label in enumerate(bin_labels(agg.edges)):
-                    cols[f"{name}{label}"] = est.value[:, j]
-                    cols[f"{name}{label}_low"] = est.low[:, j]
-                    cols[f"{name}{label}_high"] = est.high[:, j]
-                continue
-            cols[name], cols[f"{name}_low"], cols[f"{name}_high"] = est.value, est.low, est.high
+            cols.update(step.aggregate.columns(name, est) if step is not None else triple(name, est))
         if self.columns:
-            triple = ("", "_low", "_high")
+            suffixes = ("", "_low", "_high")
             cols = {name + s: cols[name + s] for name in self.columns
-                    for s in (("",) if name in self.keys.columns else triple)}
+                    for s in (("",) if name in self.keys.columns else suffixes)}
         return pd.DataFrame(cols, index=pd.RangeIndex(len(self.keys)))
 
     def describe(self, name: str) -> str:
@@ -102,7 +89,7 @@ class Release:
         plan = self.plan
         out = [f"Intervals have {1 - self.alpha:.0%} coverage of the noise per value; they do "
                "not cover the bias from clipping and contribution bounding."]
-        bounded = [a for a in (s.aggregate for s in plan.steps.values()) if a.bounds is not None]
+        bounded = [s for s in plan.steps.values() if s.aggregate.reads() is not None]
         out.append(f"Each {plan.unit} counts with at most {plan.max_groups} group(s) and "
                    f"{plan.max_rows} row(s) per group (rows beyond are dropped)"
                    + ("; values are clipped to the stated bounds." if bounded else "."))
