@@ -11,6 +11,13 @@ def add_memory_options(parser: Any) -> None:
                         help="where DuckDB spills what does not fit in memory (default: .tmp here)")
 
 
+# The parser's choices, written here so that building it loads no numerical library (`bayesdp
+# --help` stays fast); tests/test_cli_imports.py checks each against the library's constant.
+RELATIONS = ("add_remove", "replace_one")
+ACCOUNTINGS = ("basic", "zcdp", "pld")
+SYNTH_METHODS = ("mst", "aim", "independent")
+SYNTH_BINS = 16
+
 # Every --seed says it: a seed makes the noise predictable, so a seeded run protects no one.
 SEED_HELP = "seed for repeatable output (tests only): a seeded run is NOT private"
 SEEDED_NOTE = ("seeded run: NOT private (anyone who knows the seed can predict the noise); "

@@ -10,16 +10,17 @@ import importlib
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from bayesdp.audit import AuditResult, audit
 from bayesdp.commands import SEED_HELP, SEEDED_NOTE
 from bayesdp.errors import DataError, invalid
-from bayesdp.noise import rng_for_tests
+
+if TYPE_CHECKING:
+    from bayesdp.audit import AuditResult
 
 
 def register(sub: Any) -> None:
@@ -78,6 +79,9 @@ def load(target: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from bayesdp.audit import audit
+    from bayesdp.noise import rng_for_tests
+
     mechanism = load(args.target)
     rng = None if args.seed is None else rng_for_tests(args.seed)
     columns = (TextColumn("auditing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())

@@ -5,20 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from rich.console import Console
 from rich.markup import escape
 
-from bayesdp.correlated import (
-    MarkovChain,
-    MarkovQuiltMechanism,
-    bdp_to_dp,
-    gk16_scale,
-    group_dp_scale,
-)
 from bayesdp.errors import invalid
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def register(sub: Any) -> None:
@@ -48,6 +43,8 @@ def register(sub: Any) -> None:
 
 def read_matrix(text: str) -> np.ndarray:
     """A matrix given inline ('a,b;c,d') or as a .csv / .npy file."""
+    import numpy as np
+
     path = Path(text)
     if path.suffix in (".csv", ".npy"):
         if not path.is_file():
@@ -62,6 +59,14 @@ def read_matrix(text: str) -> np.ndarray:
 
 
 def run(args: argparse.Namespace) -> int:
+    from bayesdp.correlated import (
+        MarkovChain,
+        MarkovQuiltMechanism,
+        bdp_to_dp,
+        gk16_scale,
+        group_dp_scale,
+    )
+
     chain = MarkovChain(read_matrix(args.transition), args.initial)
     mech = MarkovQuiltMechanism(chain, args.length, args.epsilon, args.lipschitz,
                                 method=args.method, notion=args.notion)

@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from bayesdp.privacy import RELATIONS, Guarantee
+from bayesdp.commands import RELATIONS
 
 
 def register(sub: Any) -> None:
@@ -37,6 +37,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from bayesdp.privacy import Guarantee
+
     g = Guarantee(args.epsilon, args.delta, relation=args.relation, unit=args.unit)
     text = g.explain(n=args.n, prior=args.prior)
     if not args.json:

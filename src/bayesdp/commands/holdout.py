@@ -15,19 +15,20 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from bayesdp.commands import SEED_HELP, SEEDED_NOTE, add_memory_options
 from bayesdp.errors import DataError, invalid
-from bayesdp.expressions import RowExpression, row_expression
-from bayesdp.holdout import HoldoutAnswer, ReusableHoldout, statistical_means
-from bayesdp.noise import rng_for_tests
-from bayesdp.tables.engines import connect, duckdb_errors
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from bayesdp.expressions import RowExpression
+    from bayesdp.holdout import HoldoutAnswer, ReusableHoldout
 
 READERS = {".csv": "read_csv", ".tsv": "read_csv", ".parquet": "read_parquet", ".json": "read_json"}
 
@@ -61,6 +62,10 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from bayesdp.holdout import ReusableHoldout, statistical_means
+    from bayesdp.noise import rng_for_tests
+    from bayesdp.tables.engines import connect, duckdb_errors
+
     queries = read_queries(args.queries)
     con = connect(args.memory_limit, args.temp_directory)
     train = relation(con, args.train, "train")
@@ -100,6 +105,8 @@ def read_queries(path: Path) -> list[tuple[int, str]]:
 
 def check_query(text: str, line: int, train: list[str], holdout: list[str]) -> RowExpression:
     """The query line as a row expression over columns both files have."""
+    from bayesdp.expressions import row_expression
+
     role = f"query line {line}"
     row_expression(text, train, role=f"{role} (train columns)")
     return row_expression(text, holdout, role=f"{role} (holdout columns)")
@@ -107,6 +114,8 @@ def check_query(text: str, line: int, train: list[str], holdout: list[str]) -> R
 
 def relation(con: duckdb.DuckDBPyConnection, path: Path, name: str) -> Any:
     """A lazy DuckDB relation over a CSV, Parquet or JSON file."""
+    from bayesdp.tables.engines import duckdb_errors
+
     reader = READERS.get(path.suffix.lower())
     if reader is None:
         raise invalid(name, str(path), f"a file ending in one of {sorted(READERS)}")
@@ -121,6 +130,8 @@ def relation(con: duckdb.DuckDBPyConnection, path: Path, name: str) -> Any:
 def column_mean(rel: Any, expr: RowExpression, clip: bool, where: str) -> tuple[float, int]:
     """Mean over the training rows of a [0, 1]-valued expression, computed in DuckDB; refuses
     NULLs, and values outside [0, 1] unless `clip` (then returns how many were clipped)."""
+    from bayesdp.tables.engines import duckdb_errors
+
     v = f"TRY_CAST({expr.sql('duckdb')} AS DOUBLE)"
     with duckdb_errors(f"{where}: cannot evaluate {expr.text!r}"):
         row = rel.aggregate(

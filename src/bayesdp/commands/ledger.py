@@ -12,9 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bayesdp.commands import ACCOUNTINGS, RELATIONS
 from bayesdp.errors import LedgerError
-from bayesdp.privacy import RELATIONS, Guarantee, Ledger
-from bayesdp.privacy.ledger import ACCOUNTINGS
 
 
 def register(sub: Any) -> None:
@@ -45,6 +44,8 @@ def register(sub: Any) -> None:
 
 
 def run_init(args: argparse.Namespace) -> int:
+    from bayesdp.privacy import Guarantee, Ledger
+
     if args.path.exists():
         raise LedgerError(f"{args.path} already exists; it was not overwritten")
     budget = Guarantee(args.epsilon, args.delta, relation=args.relation, unit=args.unit)
@@ -57,6 +58,8 @@ def run_init(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    from bayesdp.privacy import Ledger
+
     if not args.path.exists():
         raise LedgerError(f"no ledger at {args.path}")
     with Ledger(args.path) as led:
@@ -83,6 +86,8 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_backup(args: argparse.Namespace) -> int:
+    from bayesdp.privacy import Ledger
+
     if not args.source.exists():
         raise LedgerError(f"no ledger at {args.source}")
     with Ledger(args.source) as led:

@@ -23,20 +23,19 @@ import argparse
 import threading
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table as RichTable
 
-from bayesdp import tables
 from bayesdp.commands import add_memory_options
 from bayesdp.errors import DataError, check_writable, invalid
-from bayesdp.privacy import Ledger
-from bayesdp.report import write_curator_report, write_release_report
-from bayesdp.tables.aggregates import CONSTRUCTORS
-from bayesdp.tables.engines import connect
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from bayesdp import tables
 
 RELEASE_KEYS = ("epsilon", "delta", "max_groups_per_unit", "max_rows_per_group", "alpha", "noise",
                  "selection_weight")
@@ -92,6 +91,8 @@ def check_spec(spec: dict[str, Any], where: str) -> dict[str, Any]:
 
 def aggregate(name: str, item: Any) -> tables.Aggregate:
     """One [aggregates] entry as an Aggregate."""
+    from bayesdp.tables.aggregates import CONSTRUCTORS
+
     if not isinstance(item, dict) or item.get("kind") not in CONSTRUCTORS:
         raise invalid(f"aggregates.{name}", item, f"a table with kind one of {tuple(CONSTRUCTORS)}")
     args = {k: v for k, v in item.items() if k != "kind"}
@@ -104,6 +105,8 @@ def aggregate(name: str, item: Any) -> tables.Aggregate:
 
 def build(data: Any, spec: dict[str, Any], connection: duckdb.DuckDBPyConnection | None = None,
           engine: str = "duckdb", spark: Any = None) -> tables.Query:
+    from bayesdp import tables
+
     t = tables.table(data, spec["privacy_unit"] or None, unit_name=spec.get("unit_name"),
                      connection=connection, engine=engine, spark=spark)
     where = spec.get("where", [])
@@ -116,6 +119,9 @@ def build(data: Any, spec: dict[str, Any], connection: duckdb.DuckDBPyConnection
 
 
 def run(args: argparse.Namespace) -> int:
+    from bayesdp.privacy import Ledger
+    from bayesdp.tables.engines import connect
+
     spec = load_spec(args.spec)
     options = {k: spec[k] for k in RELEASE_KEYS if k in spec}
     for k in ("epsilon", "delta"):
@@ -147,6 +153,8 @@ def show(release: tables.Release, out: str | None, report: str | None,
          curator_report: str | None = None) -> None:
     """Print the released table, its caveats and guarantee; write --out, --report and
     --curator-report (the exact diagnostics, for the data holder only)."""
+    from bayesdp.report import write_curator_report, write_release_report
+
     console = Console()
     console.print(render(release))
     for line in release.caveats():

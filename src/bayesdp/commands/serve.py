@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bayesdp.commands import ACCOUNTINGS
 from bayesdp.errors import InvalidParameter
 
 out = Console(highlight=False)
@@ -52,7 +53,7 @@ def register(sub: Any) -> None:
             p.add_argument("dataset", nargs="?", help="set the budget on this dataset")
             p.add_argument("--epsilon", type=float)
             p.add_argument("--delta", type=float, default=0.0)
-            p.add_argument("--accounting", default="basic", choices=("basic", "zcdp", "pld"))
+            p.add_argument("--accounting", default="basic", choices=ACCOUNTINGS)
         p.add_argument("--config", default=argparse.SUPPRESS, help="the service configuration")
     audit = actions.add_parser("audit", help="show the audit log (curator only: it holds private details)")
     audit.add_argument("--analyst", help="only this analyst's requests")

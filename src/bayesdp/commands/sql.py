@@ -10,13 +10,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import duckdb
-
 from bayesdp.commands.release import check_outputs, show, with_progress
 from bayesdp.errors import invalid
-from bayesdp.privacy import Ledger
-from bayesdp.sql import sql
-from bayesdp.tables.source import engine_for
 
 
 def register(sub: Any) -> None:
@@ -38,6 +33,12 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import duckdb
+
+    from bayesdp.privacy import Ledger
+    from bayesdp.sql import sql
+    from bayesdp.tables.source import engine_for
+
     check_outputs(args.out, args.report)
     con = duckdb.connect()
     sources = {}

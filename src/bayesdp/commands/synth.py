@@ -10,14 +10,15 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from rich.console import Console
 
+from bayesdp.commands import RELATIONS, SYNTH_BINS, SYNTH_METHODS
 from bayesdp.errors import DataError, invalid
-from bayesdp.synth.encode import DEFAULT_BINS
-from bayesdp.synth.tabular import METHODS, synthesize
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 out = Console()
 
@@ -34,15 +35,15 @@ def register(sub: Any) -> None:
     parser.add_argument("--delta", type=float, default=1e-9, help="total δ (default 1e-9)")
     parser.add_argument("--out", required=True, help="where to write the synthetic CSV")
     parser.add_argument("--columns", nargs="+", help="columns to use (names, or comma lists)")
-    parser.add_argument("--method", choices=METHODS, default="mst")
+    parser.add_argument("--method", choices=SYNTH_METHODS, default="mst")
     parser.add_argument("--rows", type=int, help="rows to write (default: the noisy row count)")
     parser.add_argument("--bounds", nargs="+", default=[], metavar="COL=LO:HI",
                         help="public bounds of numeric columns")
     parser.add_argument("--domain", nargs="+", default=[], metavar="COL=A,B,...",
                         help="public levels of categorical columns")
     parser.add_argument("--schema", help='JSON file {"bounds": {col: [lo, hi]}, "domain": {col: [...]}}')
-    parser.add_argument("--bins", type=int, default=DEFAULT_BINS, help="cells per numeric column")
-    parser.add_argument("--relation", choices=("add_remove", "replace_one"), default="add_remove")
+    parser.add_argument("--bins", type=int, default=SYNTH_BINS, help="cells per numeric column")
+    parser.add_argument("--relation", choices=RELATIONS, default="add_remove")
     parser.add_argument("--strict", action="store_true",
                         help="error on values outside a declared domain (default: drop and count)")
     parser.add_argument("--report", help="write an HTML fidelity report here (NOT private)")
@@ -51,6 +52,8 @@ def register(sub: Any) -> None:
 
 
 def _read(path: str) -> pd.DataFrame:
+    import pandas as pd
+
     p = Path(path)
     if not p.exists():
         raise DataError(f"no such file: {path}")
@@ -95,6 +98,8 @@ def _schema(path: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from bayesdp.synth.tabular import synthesize
+
     data = _read(args.data)
     bounds, domain = _schema(args.schema)
     bounds |= _bounds(args.bounds)
