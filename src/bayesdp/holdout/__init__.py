@@ -4,7 +4,7 @@ from bayesdp.holdout.answers import HoldoutAnswer
 from bayesdp.holdout.bounds import accuracy_bound, nips_parameters, required_holdout_size
 from bayesdp.holdout.ladder import Ladder, Leaderboard, NaiveLeaderboard
 from bayesdp.holdout.naive import NaiveHoldout
-from bayesdp.holdout.queries import statistical_means
+from bayesdp.holdout.queries import statistical_means, table_means
 from bayesdp.holdout.thresholdout import ReusableHoldout
 
 __all__ = [
@@ -18,4 +18,5 @@ __all__ = [
     "nips_parameters",
     "required_holdout_size",
     "statistical_means",
+    "table_means",
 ]

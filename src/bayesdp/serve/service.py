@@ -22,7 +22,7 @@ from bayesdp import tables
 from bayesdp.commands.release import RELEASE_KEYS, build, check_spec
 from bayesdp.errors import CuratorWarning, DataError, InvalidParameter, invalid
 from bayesdp.expressions import row_expression
-from bayesdp.holdout import ReusableHoldout, statistical_means
+from bayesdp.holdout import ReusableHoldout, table_means
 from bayesdp.privacy import Ledger, Spend
 from bayesdp.serve.config import Config, Dataset, Holdout
 from bayesdp.serve.state import State
@@ -224,6 +224,7 @@ class HoldoutService:
         self.service, self.cfg = service, cfg
         self.columns = service._load("train", cfg.name, cfg.train, None, f"holdouts.{cfg.name}.train")
         service._load("holdout", cfg.name, cfg.holdout, self.columns, f"holdouts.{cfg.name}.holdout")
+        self._tables = [_table_name("train", cfg.name), _table_name("holdout", cfg.name)]
         self.n = self._rows("holdout")
         self._rows("train")
         self._lock = threading.Lock()
@@ -262,13 +263,12 @@ class HoldoutService:
                 not all(isinstance(e, str) for e in expressions):
             raise invalid("queries", expressions, "a non-empty list of SQL expressions")
         checked = [row_expression(e, self.columns, role="holdout query") for e in expressions]
-        means = {kind: statistical_means(self.service.relation(kind, self.cfg.name), checked)
-                 for kind in ("train", "holdout")}
+        train, holdout = table_means(self.service.db.cursor(), self._tables, checked)
         with self._lock:
             h = self._holdout
             if h is None:
                 return [Answer(None, "exhausted", 0) for _ in checked]
-            answers = h.query_means(means["train"], means["holdout"])
+            answers = h.query_means(train, holdout)
             assert isinstance(answers, list)
             for a in answers:
                 if a.source in ("train", "holdout"):
