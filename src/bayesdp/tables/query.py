@@ -29,6 +29,7 @@ from bayesdp.mechanisms.base import check_epsilon
 from bayesdp.noise import Rng, resolve_rng
 from bayesdp.privacy import Guarantee
 from bayesdp.tables.aggregates import Aggregate
+from bayesdp.tables.engines.arrays import in_memory
 from bayesdp.tables.engines.base import (
     Bins,
     BoundingRequest,
@@ -56,15 +57,17 @@ def table(source: Any, privacy_unit: str | None, *, unit_name: str | None = None
           name: str | None = None, connection: Any = None, engine: str = "duckdb",
           spark: Any = None, memory_limit: str | int | None = None,
           temp_directory: str | os.PathLike[str] | None = None) -> Table:
-    """A table about people: a CSV/Parquet/JSON path, a pandas or Polars frame, an Arrow table or
-    a DuckDB relation; `privacy_unit` names the column identifying the person (or household, ...)
-    whose whole contribution the guarantee protects. None: each row is a different person (as
-    diffprivlib, OpenDP's row-level transformations and Tumult's AddOneRow assume): nothing is
-    bounded, and a unit contributes one row to one group. `connection`: the DuckDB connection to
-    read files and frames with (default: a new one). `memory_limit` (bytes, or text such as
-    "2GB") caps the memory of that new connection and `temp_directory` is where it spills what
-    does not fit; running out raises ResourceError. A Spark DataFrame, or a path or lake URI
-    with engine="spark", runs on Spark (`spark`: the session, default the active one).
+    """A table about people: a CSV/Parquet/JSON path, a pandas or Polars frame, an Arrow table, a
+    mapping of column names to 1-D numpy arrays or a DuckDB relation; `privacy_unit` names the
+    column identifying the person (or household, ...) whose whole contribution the guarantee
+    protects. None: each row is a different person (as diffprivlib, OpenDP's row-level
+    transformations and Tumult's AddOneRow assume): nothing is bounded, and a unit contributes
+    one row to one group (data in memory: numpy computes what it can, `engines.arrays`).
+    `connection`: the DuckDB connection to read files and frames with (default: a new one).
+    `memory_limit` (bytes, or text such as "2GB") caps the memory of that new connection and
+    `temp_directory` is where it spills what does not fit; running out raises ResourceError. A
+    Spark DataFrame, or a path or lake URI with engine="spark", runs on Spark (`spark`: the
+    session, default the active one).
     `unit_name` is what one unit is called in guarantees and explanations ("person"; default
     the column's name); `name` names the dataset in reports (default a file's name)."""
     if engine not in ("duckdb", "spark"):
@@ -83,6 +86,8 @@ def table(source: Any, privacy_unit: str | None, *, unit_name: str | None = None
         eng: Engine = spark_engine(source, spark)
     else:
         eng = engine_for(source, connection)
+        if privacy_unit is None:  # row level: numpy serves what it can of data already in memory
+            eng = in_memory(source, eng)
     if privacy_unit is not None:
         check_column(privacy_unit, list(eng.schema()), "privacy_unit")
     for label, text in (("unit_name", unit_name), ("name", name)):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,8 @@ def engine_for(source: Any, connection: duckdb.DuckDBPyConnection | None = None)
             raise DataError(_unreadable(path, reader, exc),
                             private_detail=str(exc).split("\n", 1)[0]) from None
         return DuckDBEngine(rel)
+    if isinstance(source, Mapping):
+        return DuckDBEngine(con.from_arrow(_arrow_of_arrays(source)))
     module = type(source).__module__.split(".")[0]
     with duckdb_errors(f"cannot read the {module} input"):
         if module == "pandas":
@@ -54,7 +57,26 @@ def engine_for(source: Any, connection: duckdb.DuckDBPyConnection | None = None)
         if module == "pyarrow":
             return DuckDBEngine(con.from_arrow(source))
     raise DataError(f"cannot read a {type(source).__name__}: give a file path, a pandas or Polars "
-                    "data frame, an Arrow table or a DuckDB relation")
+                    "data frame, an Arrow table, a mapping of column names to 1-D numpy arrays or "
+                    "a DuckDB relation")
+
+
+def _arrow_of_arrays(columns: Mapping[Any, Any]) -> Any:
+    """An Arrow table of named 1-D numpy arrays of one length (numbers are not copied)."""
+    import numpy as np
+    import pyarrow as pa
+
+    for name, values in columns.items():
+        if not isinstance(name, str) or not isinstance(values, np.ndarray) or values.ndim != 1:
+            raise DataError(f"column {name!r}: a mapping source holds column names (strings) "
+                            "and 1-D numpy arrays")
+    if len({len(v) for v in columns.values()}) > 1:
+        raise DataError("the columns of a mapping source differ in length: "
+                        f"{ {k: len(v) for k, v in columns.items()} }")
+    try:
+        return pa.table(dict(columns))
+    except (pa.ArrowException, TypeError, ValueError) as exc:
+        raise DataError(f"cannot read the mapping source as columns: {exc}") from None
 
 
 def _unreadable(path: Path, reader: str, exc: duckdb.Error) -> str:
