@@ -43,7 +43,7 @@ def releases(frame: pd.DataFrame, epsilon: float, runs: int, seed: int,
     index = np.zeros(runs, dtype=np.int64)
     out = {}
     for name, step in plan.steps.items():
-        e = estimate(step, exact, index, 0.05, rng, full_grid)
+        e = estimate(step, exact, index, 0.05, rng=rng, full_grid=full_grid)
         out[name] = (e.value, e.low, e.high)
     return out
 

@@ -30,7 +30,7 @@ def plan():
 
 def kept(selection):
     """One group per run, holding n units: is it released?"""
-    return lambda n, size, rng: selection.select(np.full(size, n), rng)
+    return lambda n, size, rng: selection.select(np.full(size, n), rng=rng)
 
 
 def test_partition_selection_keeps_its_per_group_share(plan):

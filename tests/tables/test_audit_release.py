@@ -19,7 +19,7 @@ def _mechanism(epsilon: float):
         plan = q.plan(epsilon, max_rows_per_group=2)
         exact = q.table.engine.aggregate(q._request(plan, 0.05, int(rng.integers(0, 2**62))))
         # The engine-independent path, once per run: each entry is one release of the count.
-        return estimate(plan.steps["rows"], exact, np.zeros(size, dtype=np.int64), 0.05, rng).value
+        return estimate(plan.steps["rows"], exact, np.zeros(size, dtype=np.int64), 0.05, rng=rng).value
 
     return run
 

@@ -51,8 +51,8 @@ def test_the_report_draws_an_estimate_outside_its_interval(events, tmp_path):
     # A release built by hand with the value below its interval (as before the clamp) still plots.
     r = bdp.table(events, "user_id").group_by("campaign", keys=["alpha"]).agg(n=bdp.count()).release(
         1.0, max_groups_per_unit=1, rng=rng_for_tests(1))
-    odd = type(r)(r.keys, {"n": Estimate(np.array([-236.0]), np.array([0.0]), np.array([4.0]))},
-                  r.plan, r.alpha, r.diagnostics, r.public_keys)
+    odd = type(r)(r.keys, estimates={"n": Estimate(np.array([-236.0]), np.array([0.0]), np.array([4.0]))},
+                  plan=r.plan, alpha=r.alpha, diagnostics=r.diagnostics, public_keys=r.public_keys)
     assert "<img" in write_release_report(odd, tmp_path / "r.html").read_text()
 
 

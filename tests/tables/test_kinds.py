@@ -26,13 +26,13 @@ class SumOfSquares(Moments):
     def sensitivity(self, part, max_rows):
         return max_rows * max(self.bounds[0] ** 2, self.bounds[1] ** 2)
 
-    def estimate(self, step, exact, index, alpha, rng, full_grid):
-        return plus_minus(step, "squares", self.moments(exact, index)[:, 2], alpha, rng)
+    def estimate(self, step, exact, index, alpha, *, rng, full_grid):
+        return plus_minus(step, "squares", self.moments(exact, index)[:, 2], alpha, rng=rng)
 
     def value_range(self):
         return 0.0, np.inf
 
-    def accuracy(self, step, alpha, n, rng):
+    def accuracy(self, step, alpha, n, *, rng):
         return one_noise(step, alpha)
 
 

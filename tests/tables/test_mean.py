@@ -26,7 +26,7 @@ def _estimates(noise: str, n: int, seed: int):
                             rows=sizes.astype(np.int64), moments={agg.measure: moments}, cells={},
                             bins={}, diagnostics=Diagnostics(n * GROUPS, n * GROUPS, 0, 0, 0))
     step = plan.steps["m"]
-    return step, estimate(step, exact, np.arange(GROUPS), 0.1, rng_for_tests(seed))
+    return step, estimate(step, exact, np.arange(GROUPS), 0.1, rng=rng_for_tests(seed))
 
 
 @pytest.mark.parametrize("noise", ["laplace", "gaussian"])

@@ -142,7 +142,7 @@ def test_window_draws_follow_the_whole_grid_mechanism():
     outside = expected[np.r_[0:27, 33:CELLS + 1]].sum()
     assert outside > 0.2  # the rejection path runs for a good share of the draws
     n = 6_000
-    draws = np.array([draw(step, "value", narrow, target, rng, lambda: whole) for _ in range(n)])
+    draws = np.array([draw(step, "value", narrow, target, lambda: whole, rng=rng) for _ in range(n)])
     observed = np.bincount(draws, minlength=CELLS + 1)
     keep = expected * n >= 5
     o = np.append(observed[keep], observed[~keep].sum())
@@ -176,7 +176,8 @@ def _releases(frame: pd.DataFrame, q: float, epsilon: float, runs: int, seed: in
     def full_grid(cells):
         return engine.aggregate(replace(request, measures=(), cells=(cells,), bins=())).cells[cells]
 
-    est = estimate(plan.steps["p"], exact, np.zeros(runs, dtype=np.int64), alpha, rng, full_grid)
+    est = estimate(plan.steps["p"], exact, np.zeros(runs, dtype=np.int64), alpha, rng=rng,
+                   full_grid=full_grid)
     truth = float(np.quantile(np.clip(frame["x"], *bounds), q, method="inverted_cdf"))
     return est, truth, plan.steps["p"]
 
@@ -277,7 +278,7 @@ def test_audit_passes_on_neighbouring_tied_data():
 
     def mechanism(which: int, size: int, rng) -> np.ndarray:
         r, t = runs[which], 0.5 * (d0.size + which)
-        return np.array([draw(step, "value", r, t, rng, lambda: r) for _ in range(size)])
+        return np.array([draw(step, "value", r, t, lambda: r, rng=rng) for _ in range(size)])
 
     claim = step.parts["value"].mechanism.guarantee.epsilon
     ok = bdp_root.audit(mechanism, 0, 1, epsilon=claim, samples=10_000, alpha=1e-6,

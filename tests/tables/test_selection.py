@@ -23,9 +23,9 @@ def test_keep_probability_recurrence():
 def test_single_unit_key_released_at_rate_delta():
     sel = PartitionSelection(epsilon=1.0, delta=0.02, max_groups=2)  # per group δ = 0.01
     trials = 200_000
-    kept = int(sel.select(np.ones(trials, dtype=np.int64), rng_for_tests(11)).sum())
+    kept = int(sel.select(np.ones(trials, dtype=np.int64), rng=rng_for_tests(11)).sum())
     # Binomial(200000, 0.01): both exact 1e-7 tail quantiles, so each side fails w.p. < 1e-7.
     assert kept <= stats.binom.ppf(1 - 1e-7, trials, 0.01)
     assert kept >= stats.binom.ppf(1e-7, trials, 0.01)
-    assert not sel.select(np.zeros(1000, dtype=np.int64), rng_for_tests(1)).any()
-    assert sel.select(np.full(1000, 10_000), rng_for_tests(2)).all()
+    assert not sel.select(np.zeros(1000, dtype=np.int64), rng=rng_for_tests(1)).any()
+    assert sel.select(np.full(1000, 10_000), rng=rng_for_tests(2)).all()

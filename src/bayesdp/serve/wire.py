@@ -79,4 +79,5 @@ def release_from_json(doc: dict[str, Any]) -> Release:
         keys = pd.DataFrame(index=pd.RangeIndex(len(doc["rows"])))
     estimates = {n: Estimate(*(np.array(e[k], dtype=np.float64) for k in ("value", "low", "high")))
                  for n, e in doc["estimates"].items()}
-    return Release(keys, estimates, plan, float(doc["alpha"]), None, bool(doc["public_keys"]))
+    return Release(keys, estimates=estimates, plan=plan, alpha=float(doc["alpha"]), diagnostics=None,
+                   public_keys=bool(doc["public_keys"]))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -47,6 +47,7 @@ class Output:
     """One item of the SELECT list: a group key (`key` names its column) or a released value."""
 
     name: str
+    _: KW_ONLY
     node: exp.Expr
     key: str | None = None
 
@@ -56,6 +57,7 @@ class Translation:
     """What a query asks for: the builder's Query and release options, then post-processing."""
 
     text: str
+    _: KW_ONLY
     query: tables.Query
     options: dict[str, Any]
     outputs: tuple[Output, ...]
@@ -185,10 +187,13 @@ class _Translator:
             raise self.error(_public(exc), self._culprit(grouped or table)) from None
         order = tree.args.get("order")
         return Translation(
-            self.text, query, self._options(clause, epsilon, delta), tuple(outputs), dict(self.names),
-            frozenset(self.squared), tree.args["having"].this if tree.args.get("having") else None,
-            tuple(order.expressions) if order else (), self._count(tree.args.get("limit")),
-            self._count(tree.args.get("offset")) or 0, self.dialect, tuple(self.tokens))
+            self.text, query=query, options=self._options(clause, epsilon, delta),
+            outputs=tuple(outputs), aggregates=dict(self.names), squared=frozenset(self.squared),
+            having=tree.args["having"].this if tree.args.get("having") else None,
+            order=tuple(order.expressions) if order else (),
+            limit=self._count(tree.args.get("limit")),
+            offset=self._count(tree.args.get("offset")) or 0, dialect=self.dialect,
+            tokens=tuple(self.tokens))
 
     def _culprit(self, target: Any) -> exp.Expr:
         """The aggregate call the builder refuses (each tried alone, on the error path only)."""
@@ -361,9 +366,9 @@ class _Translator:
                 for col in _outside_calls(node):
                     if self._column(col) not in by:
                         raise self.error(f"{col.name!r} is neither aggregated nor a group key", col)
-                outputs.append(Output(name, node))
+                outputs.append(Output(name, node=node))
             elif isinstance(node, exp.Column) and self._column(node) in by:
-                outputs.append(Output(alias or node.name, node, key=self._column(node)))
+                outputs.append(Output(alias or node.name, node=node, key=self._column(node)))
             elif isinstance(node, exp.Column):
                 raise self.error(f"{node.name!r} is selected but is neither aggregated nor a group "
                                  "key (GROUP BY it, or aggregate it)", node)

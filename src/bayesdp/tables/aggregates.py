@@ -91,7 +91,7 @@ class Aggregate(ABC):
         return ()
 
     @abstractmethod
-    def estimate(self, step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float,
+    def estimate(self, step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float, *,
                  rng: Rng, full_grid: FullGrid | None) -> Estimate:
         """The noisy value and interval for the groups at `index` (-1: a group without data),
         before the clamp to `value_range` (`estimate.estimate` applies it)."""
@@ -101,7 +101,7 @@ class Aggregate(ABC):
         """The values it can take: estimates and intervals are clamped to them."""
 
     @abstractmethod
-    def accuracy(self, step: Step, alpha: float, n: int, rng: Rng | None) -> Accuracy:
+    def accuracy(self, step: Step, alpha: float, n: int, *, rng: Rng | None) -> Accuracy:
         """Expected interval half-width and absolute error at n values, from public parameters."""
 
     def warning(self, name: str, step: Step, n: int) -> str | None:

@@ -29,14 +29,14 @@ class Counted(Aggregate, ABC):
     def counted(self, exact: ExactAggregates) -> np.ndarray:
         """The exact count of each group."""
 
-    def estimate(self, step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float,
+    def estimate(self, step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float, *,
                  rng: Rng, full_grid: FullGrid | None) -> Estimate:
-        return plus_minus(step, "count", take(self.counted(exact), index), alpha, rng)
+        return plus_minus(step, "count", take(self.counted(exact), index), alpha, rng=rng)
 
     def value_range(self) -> tuple[float, float]:
         return 0.0, math.inf
 
-    def accuracy(self, step: Step, alpha: float, n: int, rng: Rng | None) -> Accuracy:
+    def accuracy(self, step: Step, alpha: float, n: int, *, rng: Rng | None) -> Accuracy:
         return one_noise(step, alpha)
 
     def describe(self) -> str:

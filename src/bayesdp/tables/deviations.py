@@ -41,7 +41,7 @@ class Std(Moments):
             return m * r
         return m * r * r / 2
 
-    def estimate(self, step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float,
+    def estimate(self, step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float, *,
                  rng: Rng, full_grid: FullGrid | None) -> Estimate:
         """E[(x-mid)²] - E[x-mid]² from the noisy parts, each interval at α/3, and its interval by
         interval arithmetic; a group whose count is not clear of its noise gets [0, r]."""
@@ -50,15 +50,15 @@ class Std(Moments):
         a = alpha / len(self.noisy)
         lo, hi = self.bounds
         mid, r = (lo + hi) / 2, (hi - lo) / 2
-        n_hat, wn = noisy(step, "count", n, a, rng)
-        s_hat, ws = noisy(step, "sum", s - n * mid, a, rng)
+        n_hat, wn = noisy(step, "count", n, a, rng=rng)
+        s_hat, ws = noisy(step, "sum", s - n * mid, a, rng=rng)
         n_lo, n_hi = np.maximum(n_hat - wn, 1.0), np.maximum(n_hat + wn, 1.0)
         unknown = n_hat - wn < 1.0
         n_use = np.maximum(n_hat, 1.0)
         e1_lo, e1_hi = ratio_range(s_hat - ws, s_hat + ws, n_lo, n_hi)
         e1_lo, e1_hi = np.clip(e1_lo, -r, r), np.clip(e1_hi, -r, r)
         # Y = Σ((x-mid)² - r²/2) released; E[(x-mid)²] = Y/n + r²/2 (population variance).
-        y_hat, wy = noisy(step, "squares", sq - 2 * mid * s + n * mid * mid - n * r * r / 2, a, rng)
+        y_hat, wy = noisy(step, "squares", sq - 2 * mid * s + n * mid * mid - n * r * r / 2, a, rng=rng)
         e2 = np.clip(y_hat / n_use + r * r / 2, 0.0, r * r)
         var = np.clip(e2 - np.clip(s_hat / n_use, -r, r) ** 2, 0.0, r * r)
         e2_lo, e2_hi = ratio_range(y_hat - wy, y_hat + wy, n_lo, n_hi)
@@ -80,7 +80,7 @@ class Std(Moments):
         return float(min(r, math.sqrt((w["squares"] + r * r * w["count"] + 2 * r * w["sum"])
                                       / max(n - w["count"], 1.0))))
 
-    def accuracy(self, step: Step, alpha: float, n: int, rng: Rng | None) -> Accuracy:
+    def accuracy(self, step: Step, alpha: float, n: int, *, rng: Rng | None) -> Accuracy:
         return bound(self.half_width(step, alpha, n))
 
     def warning(self, name: str, step: Step, n: int) -> str | None:

@@ -34,15 +34,16 @@ class Estimate:
     high: np.ndarray
 
 
-def noisy(step: Step, part: str, exact: np.ndarray, alpha: float, rng: Rng) -> tuple[np.ndarray, float]:
+def noisy(step: Step, part: str, exact: np.ndarray, alpha: float, *, rng: Rng
+          ) -> tuple[np.ndarray, float]:
     """`exact` with the noise of the step's `part`, and that noise's half-width at level 1 - α."""
     mech = step.parts[part].mechanism
     return np.asarray(mech.release(exact, rng=rng), dtype=np.float64), float(mech.interval(alpha))
 
 
-def plus_minus(step: Step, part: str, exact: np.ndarray, alpha: float, rng: Rng) -> Estimate:
+def plus_minus(step: Step, part: str, exact: np.ndarray, alpha: float, *, rng: Rng) -> Estimate:
     """One noisy part released as it is: the value ± its half-width."""
-    v, w = noisy(step, part, exact, alpha, rng)
+    v, w = noisy(step, part, exact, alpha, rng=rng)
     return Estimate(v, v - w, v + w)
 
 
@@ -54,7 +55,7 @@ def ratio_range(s_lo: np.ndarray, s_hi: np.ndarray, n_lo: np.ndarray, n_hi: np.n
     return low, high
 
 
-def estimate(step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float,
+def estimate(step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float, *,
              rng: Rng, full_grid: FullGrid | None = None) -> Estimate:
     """The noisy value and interval of one aggregate for the groups at `index` (-1: empty group),
     both clamped to the aggregate's range (`consistent`).
@@ -63,7 +64,8 @@ def estimate(step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float
     needs only when it lands outside its group's window; quantiles require it.
     """
     agg = step.aggregate
-    return consistent(agg.value_range(), agg.estimate(step, exact, index, alpha, rng, full_grid))
+    return consistent(agg.value_range(), agg.estimate(step, exact, index, alpha, rng=rng,
+                                                           full_grid=full_grid))
 
 
 def consistent(value_range: tuple[float, float], est: Estimate) -> Estimate:

@@ -44,14 +44,14 @@ class Histogram(Clipped):
     def needs(self, step: Step, alpha: float) -> tuple[Measure | Cells | Bins, ...]:
         return (self.bins,)
 
-    def estimate(self, step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float,
+    def estimate(self, step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float, *,
                  rng: Rng, full_grid: FullGrid | None) -> Estimate:
-        return plus_minus(step, "counts", take(exact.bins[self.bins], index), alpha, rng)
+        return plus_minus(step, "counts", take(exact.bins[self.bins], index), alpha, rng=rng)
 
     def value_range(self) -> tuple[float, float]:
         return 0.0, math.inf
 
-    def accuracy(self, step: Step, alpha: float, n: int, rng: Rng | None) -> Accuracy:
+    def accuracy(self, step: Step, alpha: float, n: int, *, rng: Rng | None) -> Accuracy:
         return one_noise(step, alpha)
 
     def columns(self, name: str, est: Estimate) -> dict[str, np.ndarray]:

@@ -59,7 +59,7 @@ class Mean(Moments):
             return m
         return m * ((self.bounds[1] - self.bounds[0]) / 2)
 
-    def estimate(self, step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float,
+    def estimate(self, step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float, *,
                  rng: Rng, full_grid: FullGrid | None) -> Estimate:
         """A mean in two stages per group, re-centring the sum on a first private estimate (the
         coarse-then-refined scheme of Karwa & Vadhan 2018, ITCS: a rough private location first).
@@ -79,14 +79,14 @@ class Mean(Moments):
         n, s = mom[:, 0], mom[:, 1]
         lo, hi = self.bounds
         mid, r = (lo + hi) / 2, (hi - lo) / 2
-        n1, w1 = noisy(step, "count", n, alpha / 4, rng)
-        s1, _ = noisy(step, "sum", s - n * mid, alpha / 4, rng)
+        n1, w1 = noisy(step, "count", n, alpha / 4, rng=rng)
+        s1, _ = noisy(step, "sum", s - n * mid, alpha / 4, rng=rng)
         centre = np.clip(mid + s1 / np.maximum(n1, 1.0), lo, hi)
         big = n1 >= MEAN_SWITCH * step.parts["count"].scale
         value, low, high = np.empty(n.size), np.full(n.size, float(lo)), np.full(n.size, float(hi))
         if big.any():
             c, d = centre[big], np.maximum(centre[big] - lo, hi - centre[big])
-            z, wz = noisy(step, "centred", (s[big] - n[big] * c) / d, alpha / 2, rng)
+            z, wz = noisy(step, "centred", (s[big] - n[big] * c) / d, alpha / 2, rng=rng)
             nb = n1[big]
             value[big] = c + d * z / np.maximum(nb, 1.0)
             e_lo, e_hi = ratio_range(z - wz, z + wz, np.maximum(nb - w1, 1.0), np.maximum(nb + w1, 1.0))
@@ -95,8 +95,8 @@ class Mean(Moments):
             high[big] = np.where(known, c + d * e_hi, hi)
         small = ~big
         if small.any():
-            n2, _ = noisy(step, "count2", n[small], alpha / 4, rng)
-            s2, _ = noisy(step, "sum2", s[small] - n[small] * mid, alpha / 4, rng)
+            n2, _ = noisy(step, "count2", n[small], alpha / 4, rng=rng)
+            s2, _ = noisy(step, "sum2", s[small] - n[small] * mid, alpha / 4, rng=rng)
             kn, ks = _inverse_variance(step, "count", "count2"), _inverse_variance(step, "sum", "sum2")
             n_hat, s_hat = kn * n1[small] + (1 - kn) * n2, ks * s1[small] + (1 - ks) * s2
             wn, ws = second_stage_widths(step, alpha)
@@ -125,7 +125,7 @@ class Mean(Moments):
         wn, ws = second_stage_widths(step, alpha)
         return float(min(r, (ws + r * wn) / max(n - wn, 1.0)))
 
-    def accuracy(self, step: Step, alpha: float, n: int, rng: Rng | None) -> Accuracy:
+    def accuracy(self, step: Step, alpha: float, n: int, *, rng: Rng | None) -> Accuracy:
         """The estimator's own figures on SIMULATED noise draws (no data is read), for a mean in
         the middle of the bounds, and (`_max`) the largest over means at the middle, three
         quarters and the top of the bounds. `rng` drives the simulation (default: seeded with
@@ -133,10 +133,10 @@ class Mean(Moments):
         lo, hi = self.bounds
         gen = np.random.default_rng(SIMULATION_SEED) if rng is None else rng
         placed = (lo + (hi - lo) * f for f in (0.5, 0.75, 1.0))
-        figures = [self._simulated(step, alpha, n, mu, gen) for mu in placed]
+        figures = [self._simulated(step, alpha, n, mu, rng=gen) for mu in placed]
         return Accuracy(*figures[0], max(f[0] for f in figures), max(f[1] for f in figures))
 
-    def _simulated(self, step: Step, alpha: float, n: int, mu: float, rng: Rng) -> tuple[float, float]:
+    def _simulated(self, step: Step, alpha: float, n: int, mu: float, *, rng: Rng) -> tuple[float, float]:
         """Average half-width and absolute error of the estimator on SIMULATED groups of n values
         with mean mu (the release's own code, fed exact aggregates instead of data)."""
         size = np.full(SIMULATED, float(n))
@@ -145,7 +145,7 @@ class Mean(Moments):
             groups=pd.DataFrame(index=pd.RangeIndex(SIMULATED)), units=size.astype(np.int64),
             rows=size.astype(np.int64), moments={self.measure: moments}, cells={},
             bins={}, diagnostics=Diagnostics(0, 0, 0, 0, 0))
-        est = estimate(step, exact, np.arange(SIMULATED), alpha, rng)
+        est = estimate(step, exact, np.arange(SIMULATED), alpha, rng=rng)
         return float(np.mean(est.high - est.low) / 2), float(np.mean(np.abs(est.value - mu)))
 
     def warning(self, name: str, step: Step, n: int) -> str | None:

@@ -16,7 +16,7 @@ entry runs with 1/max_groups of its part's budget and the groups compose to the 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from bayesdp.errors import InvalidParameter, invalid
@@ -65,6 +65,7 @@ class Plan:
     """Budget split, mechanisms and noise scales, bounding, and the total guarantee per unit."""
 
     noise: str
+    _: KW_ONLY
     epsilon: float
     delta: float
     unit: str
@@ -157,7 +158,8 @@ def make_plan(aggregates: dict[str, Aggregate], *, epsilon: float, delta: float,
     if selection is not None:
         used.append(Guarantee(selection.epsilon, selection.delta, unit=unit))
     total = compose(used, "basic")
-    return Plan(noise, epsilon, delta, unit, k, max_rows, selection, steps, total)
+    return Plan(noise, epsilon=epsilon, delta=delta, unit=unit, max_groups=k, max_rows=max_rows,
+                selection=selection, steps=steps, guarantee=total)
 
 
 def rho_for(epsilon: float, delta: float) -> float:

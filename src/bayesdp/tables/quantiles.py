@@ -195,8 +195,8 @@ def run_scores(runs: Runs, aim: float, scale: float, spacing: Spacing = (0, 0)) 
     return score
 
 
-def draw(step: Step, part: str, runs: Runs, aim: float, rng: Rng, whole: Callable[[], Runs],
-         spacing: Spacing = (0, 0)) -> int:
+def draw(step: Step, part: str, runs: Runs, aim: float, whole: Callable[[], Runs],
+         spacing: Spacing = (0, 0), *, rng: Rng) -> int:
     """One candidate grid value aimed at rank `aim` (q·n plus a public constant; see the module).
 
     A stretch outside the window is proposed with its best utility, so a value j there is kept
@@ -208,14 +208,14 @@ def draw(step: Step, part: str, runs: Runs, aim: float, rng: Rng, whole: Callabl
     some = np.flatnonzero(np.isfinite(scores))
     bits, origin = spacing
     while True:
-        i = int(some[mech.select_index(scores[some], rng)])
+        i = int(some[mech.select_index(scores[some], rng=rng)])
         first = ((int(runs.first[i]) + origin - 1) >> bits) + 1
         j = ((first + int(rng.integers(0, run_mass(runs, spacing)[i]))) << bits) - origin
         if runs.exact[i]:
             return j
         grid = whole()
         excess = float(distance(grid, aim)[grid.at(j)] - distance(runs, aim)[i])
-        if bernoulli_exp(np.array([excess / mech.scale]), rng)[0]:
+        if bernoulli_exp(np.array([excess / mech.scale]), rng=rng)[0]:
             return j
 
 
@@ -229,7 +229,7 @@ def closed_rank(runs: Runs, j: int, whole: Callable[[], Runs]) -> tuple[float, f
 
 
 def quantile_draws(step: Step, win: CellWindow, spec: Cells, index: np.ndarray, alpha: float,
-                   rng: Rng, full_grid: FullGrid) -> Estimate:
+                   full_grid: FullGrid, *, rng: Rng) -> Estimate:
     """The value and its interval at level 1 - α for the groups at `index` (-1: no data).
 
     `full_grid(cells)` reads the whole grid, needed only when a draw lands outside its window or a
@@ -253,10 +253,10 @@ def quantile_draws(step: Step, win: CellWindow, spec: Cells, index: np.ndarray, 
         runs = group_runs(spec.cells, win, int(g))
         t = q * float(win.n[g]) if g >= 0 else 0.0
         whole = cache(partial(lambda g: group_runs(spec.cells, whole_window(), g), int(g)))
-        value[k] = draw(step, "value", runs, t, rng, whole)
+        value[k] = draw(step, "value", runs, t, whole, rng=rng)
         # Candidates s ranks below and above t, each kept only if its noisy rank certifies it.
-        j_low[k] = draw(step, "low", runs, t - s, rng, whole, spacing)
-        j_high[k] = draw(step, "high", runs, t + s, rng, whole, spacing)
+        j_low[k] = draw(step, "low", runs, t - s, whole, spacing, rng=rng)
+        j_high[k] = draw(step, "high", runs, t + s, whole, spacing, rng=rng)
         d_low[k] = closed_rank(runs, int(j_low[k]), whole)[0] - t
         d_high[k] = closed_rank(runs, int(j_high[k]), whole)[1] - t
     keep_low = np.asarray(low_check.release(d_low, rng=rng)) + w_low < 0
@@ -284,16 +284,16 @@ class Quantile(Clipped):
     def needs(self, step: Step, alpha: float) -> tuple[Measure | Cells | Bins, ...]:
         return (cells_of(step, alpha),)
 
-    def estimate(self, step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float,
+    def estimate(self, step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float, *,
                  rng: Rng, full_grid: FullGrid | None) -> Estimate:
         assert full_grid is not None, "quantiles need the engine's full grid"
         spec = cells_of(step, alpha)
-        return quantile_draws(step, exact.cells[spec], spec, index, alpha, rng, full_grid)
+        return quantile_draws(step, exact.cells[spec], spec, index, alpha, full_grid, rng=rng)
 
     def value_range(self) -> tuple[float, float]:
         return self.bounds
 
-    def accuracy(self, step: Step, alpha: float, n: int, rng: Rng | None) -> Accuracy:
+    def accuracy(self, step: Step, alpha: float, n: int, *, rng: Rng | None) -> Accuracy:
         """An upper bound in quantile levels: the interval spans about ±rank_margin ranks."""
         return bound(float(min(1.0, rank_margin(step, alpha) / n)))
 

@@ -6,7 +6,7 @@ import math
 import os
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -95,7 +95,7 @@ def table(source: Any, privacy_unit: str | None, *, unit_name: str | None = None
             raise invalid(label, text, "None or a non-empty string")
     if name is None and isinstance(source, str | Path):
         name = Path(source).name
-    return Table(eng, privacy_unit, unit_name=unit_name or privacy_unit or "row", name=name)
+    return Table(eng, privacy_unit=privacy_unit, unit_name=unit_name or privacy_unit or "row", name=name)
 
 
 @dataclass(frozen=True)
@@ -103,6 +103,7 @@ class Table:
     """A lazy table with its privacy unit and optional row filters."""
 
     engine: Engine
+    _: KW_ONLY
     privacy_unit: str | None
     filters: tuple[RowExpression, ...] = ()
     unit_name: str = "row"
@@ -133,15 +134,15 @@ class Table:
             if c == self.privacy_unit:
                 raise invalid("columns", columns, "group keys other than the privacy unit")
         if keys is None:
-            return Grouped(self, cols, None)
+            return Grouped(self, by=cols, keys=None)
         public = _public_keys(keys, len(cols))
         for i, c in enumerate(cols):
             _check_key_type(self.engine, c, [k[i] for k in public])
-        return Grouped(self, cols, public)
+        return Grouped(self, by=cols, keys=public)
 
     def agg(self, **aggregates: Aggregate) -> Query:
         """Aggregates over the whole table (one group, no partition selection)."""
-        return Grouped(self, (), None).agg(**aggregates)
+        return Grouped(self, by=(), keys=None).agg(**aggregates)
 
 
 def _not_numeric(engine: Engine, column: str, name: str) -> DataError:
@@ -202,6 +203,7 @@ def _check_key_type(engine: Engine, column: str, values: list[Any]) -> None:
 @dataclass(frozen=True)
 class Grouped:
     table: Table
+    _: KW_ONLY
     by: tuple[str, ...]
     keys: tuple[tuple[Any, ...], ...] | None
 
@@ -219,7 +221,8 @@ class Grouped:
                     expressions[column] = value
             if name in self.by:
                 raise invalid(name, a, "an aggregate name that is not also a group column")
-        return Query(self.table, self.by, self.keys, dict(aggregates), expressions)
+        return Query(self.table, by=self.by, keys=self.keys, aggregates=dict(aggregates),
+                     expressions=expressions)
 
     def _value(self, name: str, a: Aggregate, column: str) -> str | RowExpression:
         """The aggregate's column, or its row expression (`price * qty`, `"union" = 'yes'`)
@@ -241,6 +244,7 @@ class Grouped:
 @dataclass(frozen=True)
 class Query:
     table: Table
+    _: KW_ONLY
     by: tuple[str, ...]
     keys: tuple[tuple[Any, ...], ...] | None
     aggregates: dict[str, Aggregate] = field(default_factory=dict)
@@ -333,7 +337,7 @@ class Query:
                             f"example isfinite({infinite[0]})",
                             private_detail=", ".join(f"{k:,} kept rows of {c!r}" for c, k in
                                                      exact.diagnostics.infinite.items() if k))
-        index, keys = self._released(plan, exact.groups, exact.units, gen)
+        index, keys = self._released(plan, exact.groups, exact.units, rng=gen)
         def full_grid(cells: Cells) -> CellWindow:
             # The same seed keeps the same rows, so this reads the grid of the same bounded data.
             again = replace(request, measures=(), cells=(cells,), bins=())
@@ -341,9 +345,9 @@ class Query:
 
         estimates: dict[str, Estimate] = {}
         for name, step in plan.steps.items():
-            estimates[name] = estimate(step, exact, index, a, gen, full_grid)
-        return Release(keys, estimates, plan, a, exact.diagnostics, public_keys=self.keys is not None,
-                       label=label, dataset=self.table.name)
+            estimates[name] = estimate(step, exact, index, a, rng=gen, full_grid=full_grid)
+        return Release(keys, estimates=estimates, plan=plan, alpha=a, diagnostics=exact.diagnostics,
+                       public_keys=self.keys is not None, label=label, dataset=self.table.name)
 
     def describe(self) -> str:
         aggs = ", ".join(f"{n}={a.describe()}" for n, a in self.aggregates.items())
@@ -362,14 +366,14 @@ class Query:
             bins=tuple(dict.fromkeys(bins)), where=self.table.filters,
             expressions=tuple(self.expressions.items()))
 
-    def _released(self, plan: Plan, groups: pd.DataFrame, units: np.ndarray,
+    def _released(self, plan: Plan, groups: pd.DataFrame, units: np.ndarray, *,
                   rng: Rng) -> tuple[np.ndarray, pd.DataFrame]:
         """Indices into the exact groups of the released groups (-1: public key without data)."""
         if not self.by:
             return np.zeros(1, dtype=np.int64), pd.DataFrame(index=pd.RangeIndex(1))
         if self.keys is None:
             assert plan.selection is not None
-            keep = np.flatnonzero(plan.selection.select(units, rng))
+            keep = np.flatnonzero(plan.selection.select(units, rng=rng))
             return keep, groups.iloc[keep].reset_index(drop=True)
         public = pd.DataFrame(list(self.keys), columns=list(self.by))
         found = groups.assign(__gi=np.arange(len(groups)))
@@ -410,7 +414,7 @@ class Query:
             warnings.warn(w, UserWarning, stacklevel=2)
         rows = []
         for name, step in plan.steps.items():
-            acc = step.aggregate.accuracy(step, a, n, rng)
+            acc = step.aggregate.accuracy(step, a, n, rng=rng)
             parts = list(step.parts.values())
             rows.append({"aggregate": name, "what": step.aggregate.describe(),
                          "epsilon": step.epsilon, "rho": step.rho,

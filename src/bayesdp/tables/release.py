@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,7 @@ class Release:
     """
 
     keys: pd.DataFrame
+    _: KW_ONLY
     estimates: dict[str, Estimate]
     plan: Plan
     alpha: float

@@ -105,13 +105,13 @@ class PartitionSelection:
         # The inversions are exact up to rounding: settle the last step on π itself.
         return _settle(guess, lambda n: self._pi(np.array([n], dtype=np.float64))[0] < probability) + 1
 
-    def select(self, units: np.ndarray, rng: Rng) -> np.ndarray:
+    def select(self, units: np.ndarray, *, rng: Rng) -> np.ndarray:
         """Boolean mask of the groups kept, each drawn exactly as Bernoulli(π(n))."""
         p = self.keep_probability(units)
         keep = p >= 1.0
         partial = np.flatnonzero((p > 0) & (p < 1))
         if partial.size:
-            keep[partial] = bernoulli_exp(-np.log(p[partial]), rng)
+            keep[partial] = bernoulli_exp(-np.log(p[partial]), rng=rng)
         return keep
 
     def describe(self) -> str:

@@ -47,16 +47,16 @@ class Sum(Moments):
         lo, hi = self.bounds
         return float(max_rows) * max(abs(lo), abs(hi))
 
-    def estimate(self, step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float,
+    def estimate(self, step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float, *,
                  rng: Rng, full_grid: FullGrid | None) -> Estimate:
-        return plus_minus(step, "sum", self.moments(exact, index)[:, 1], alpha, rng)
+        return plus_minus(step, "sum", self.moments(exact, index)[:, 1], alpha, rng=rng)
 
     def value_range(self) -> tuple[float, float]:
         """n >= 0 values in [lo, hi]: the sum has the sign of its bounds."""
         lo, hi = self.bounds
         return (0.0 if lo >= 0 else -math.inf), (0.0 if hi <= 0 else math.inf)
 
-    def accuracy(self, step: Step, alpha: float, n: int, rng: Rng | None) -> Accuracy:
+    def accuracy(self, step: Step, alpha: float, n: int, *, rng: Rng | None) -> Accuracy:
         return one_noise(step, alpha)
 
 
