@@ -395,7 +395,7 @@ class Query:
         partition selection needs for a 50% chance to keep a group, else 100): `half_width`, the
         expected half-width of its interval at level 1 - α, and `abs_error`, the expected
         absolute error of its estimate (noise only), for the estimator a release runs
-        (`tables.accuracy`: exact for counts, sums and histogram cells; for a mean, simulated in
+        (`Aggregate.accuracy`: exact for counts, sums and histogram cells; for a mean, simulated in
         both of its stages, at a mean in the middle of its bounds, and in `half_width_max`,
         `abs_error_max` anywhere in them). For a std or quantile, `half_width` is an upper bound
         (`upper_bound` is True; a quantile's is in quantile levels) and `abs_error` is not given.
