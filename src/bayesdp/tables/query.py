@@ -313,7 +313,7 @@ class Query:
                          max_rows_per_group=max_rows_per_group, noise=noise,
                          selection_weight=selection_weight)
         a = check_open_unit("alpha", alpha)
-        for w in usefulness_warnings(plan, self.aggregates):
+        for w in usefulness_warnings(plan):
             warnings.warn(w, UserWarning, stacklevel=2)
         gen = resolve_rng(rng)
         engine = self.table.engine
@@ -410,7 +410,7 @@ class Query:
         a = check_open_unit("alpha", alpha)
         threshold = plan.selection.threshold() if plan.selection is not None else None
         n = check_positive_int("group_size", group_size) if group_size is not None else (threshold or 100)
-        for w in usefulness_warnings(plan, self.aggregates, n):
+        for w in usefulness_warnings(plan, n):
             warnings.warn(w, UserWarning, stacklevel=2)
         rows = []
         for name, step in plan.steps.items():
@@ -438,7 +438,7 @@ def _warn_dropped(d: Diagnostics, plan: Plan) -> None:
             "more noise per group", CuratorWarning, stacklevel=3)
 
 
-def usefulness_warnings(plan: Plan, aggregates: dict[str, Aggregate], n: int | None = None) -> list[str]:
+def usefulness_warnings(plan: Plan, n: int | None = None) -> list[str]:
     """Warnings computed from public parameters: releases that will carry (almost) no signal."""
     out = []
     if plan.selection is not None:
