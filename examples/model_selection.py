@@ -3,10 +3,11 @@
 The data carry no signal: labels are coin flips independent of every feature, so no model
 beats 50% on fresh data. An analyst grows a logistic regression greedily: each round proposes
 `--candidates` models (the current features plus one new one) and keeps the one with the best
-holdout accuracy, through `bayesdp.models.select`, then asks the holdout for the chosen model's
-accuracy. Reusing a plain holdout this way makes the
-reported accuracy climb well above 50% (the holdout is overfit, as in Dwork et al., Science
-2015, Fig. 1; seed 002); scored through a ReusableHoldout it stays near the fresh accuracy.
+holdout accuracy, through `bayesdp.models.select` (fit on half the training set; the other half
+is Thresholdout's validation side), then asks the holdout for the chosen model's accuracy.
+Reusing a plain holdout this way makes the reported accuracy climb well above 50% (the holdout
+is overfit, as in Dwork et al., Science 2015, Fig. 1; seed 002); scored through a
+ReusableHoldout it stays near the fresh accuracy.
 
     python examples/model_selection.py                 # 1,000 rows per set, 5 repetitions
     python examples/model_selection.py --reps 20 --n 2000
@@ -31,7 +32,7 @@ from sklearn.preprocessing import FunctionTransformer
 
 from bayesdp import ReusableHoldout, rng_for_tests
 from bayesdp.holdout import NaiveHoldout
-from bayesdp.models import select
+from bayesdp.models import Labelled, select
 
 
 def columns(cols: list[int]) -> FunctionTransformer:
@@ -44,13 +45,17 @@ def run(
     """Reported and fresh accuracy of the chosen model after each round, shape (rounds, 2)."""
     n = args.n
     (xt, xh, xf), (yt, yh, yf) = np.split(x, 3), np.split(y, 3)
+    # The training set's first half fits the models; its second half is the validation side that
+    # Thresholdout compares with the holdout (rows a model was fit on would score too high).
+    half = n // 2
+    valid, hold = Labelled(xt[half:], yt[half:]), Labelled(xh, yh)
     if holdout_kind == "naive":
-        holdout: ReusableHoldout | NaiveHoldout = NaiveHoldout(None, n)
+        holdout: ReusableHoldout | NaiveHoldout = NaiveHoldout(valid, hold)
     else:
         noise = 0.25 / math.sqrt(n)
         holdout = ReusableHoldout(
-            None,
-            n,
+            valid,
+            hold,
             threshold=0.5 / math.sqrt(n),
             sigma=noise,
             threshold_noise=noise,
@@ -63,14 +68,12 @@ def run(
     for _ in range(args.rounds):
         pool = rng.choice([j for j in range(x.shape[1]) if j not in chosen], args.candidates, replace=False)
         models = [make_pipeline(columns([*chosen, int(j)]), LogisticRegression()) for j in pool]
-        result = select(models, xt, yt, xh, yh, holdout=holdout)
+        result = select(models, xt[:half], yt[:half], holdout=holdout)
         chosen.append(int(pool[result.index]))
         # Report the chosen model's accuracy by one more query (the best of many noisy answers
-        # is biased upward by the choice itself): the same validation rows select() used.
-        model, half = result.model, len(yt) // 2
-        valid = float(np.mean(model.predict(xt[half:]) == yt[half:]))
-        reported = holdout.query_means(valid, float(np.mean(model.predict(xh) == yh)))
-        assert not isinstance(reported, list)
+        # is biased upward by the choice itself).
+        model = result.model
+        reported = holdout.query(lambda d, m=model: m.predict(d.X) == d.y)
         out.append((reported.value, float(np.mean(model.predict(xf) == yf))))
     if isinstance(holdout, ReusableHoldout):
         print(f"    Thresholdout guarantee on the holdout after the run: {holdout.guarantee}")

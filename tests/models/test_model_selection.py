@@ -11,40 +11,39 @@ from sklearn.tree import DecisionTreeClassifier
 import bayesdp as bdp
 from bayesdp.errors import BudgetExhausted, DataError, InvalidParameter
 from bayesdp.holdout import NaiveHoldout
-from bayesdp.models import GaussianNB, select
+from bayesdp.models import GaussianNB, Labelled, select
 
 
-def split(seed: int = 0) -> tuple[np.ndarray, ...]:
+def split(seed: int = 0) -> tuple[np.ndarray, np.ndarray, Labelled, Labelled]:
+    """1,000 rows to fit on, 1,000 validation rows, 1,000 holdout rows."""
     gen = np.random.default_rng(seed)
     x = gen.uniform(0, 1, (3000, 3))
     y = (x[:, 0] + 0.3 * gen.normal(size=3000) > 0.5).astype(int)
-    return x[:2000], y[:2000], x[2000:], y[2000:]
+    return x[:1000], y[:1000], Labelled(x[1000:2000], y[1000:2000]), Labelled(x[2000:], y[2000:])
 
 
 def test_naive_holdout_reports_exact_holdout_accuracy_and_picks_the_best() -> None:
-    xt, yt, xh, yh = split()
+    xt, yt, valid, hold = split()
     models = [
         DecisionTreeClassifier(max_depth=1, random_state=0),
         SkGaussianNB(),
         DecisionTreeClassifier(random_state=0),
     ]
-    result = select(models, xt, yt, xh, yh, holdout=NaiveHoldout(None, len(yh)))
-    expected = [float(np.mean(m.predict(xh) == yh)) for m in models]
+    result = select(models, xt, yt, holdout=NaiveHoldout(valid, hold))
+    expected = [float(np.mean(m.predict(hold.X) == hold.y)) for m in models]
     assert list(result.scores) == expected
     assert result.index == int(np.argmax(expected)) and result.model is models[result.index]
     assert result.guarantee is None
 
 
 def test_reusable_holdout_reports_its_guarantee_and_private_candidates_fit() -> None:
-    xt, yt, xh, yh = split()
-    holdout = bdp.ReusableHoldout(
-        None, len(yh), threshold=0.02, sigma=0.01, budget=5, rng=bdp.rng_for_tests(1)
-    )
+    xt, yt, valid, hold = split()
+    holdout = bdp.ReusableHoldout(valid, hold, threshold=0.02, sigma=0.01, budget=5, rng=bdp.rng_for_tests(1))
     models = [
         GaussianNB(bounds=(0, 1), classes=[0, 1], rng=bdp.rng_for_tests(2)),
         DecisionTreeClassifier(random_state=0),
     ]
-    result = select(models, xt, yt, xh, yh, holdout=holdout)
+    result = select(models, xt, yt, holdout=holdout)
     assert result.guarantee == holdout.guarantee
     assert all(s is not None and 0 <= s <= 1 for s in result.scores)
     # the fully grown tree overfits its fit rows: its validation accuracy and the holdout's agree,
@@ -53,24 +52,24 @@ def test_reusable_holdout_reports_its_guarantee_and_private_candidates_fit() -> 
 
 
 def test_refused_candidates_score_none_and_an_all_refused_selection_raises() -> None:
-    xt, yt, xh, yh = split()
-    holdout = bdp.ReusableHoldout(
-        None, len(yh), threshold=1e-6, sigma=1e-6, budget=1, rng=bdp.rng_for_tests(3)
-    )
+    xt, yt, valid, hold = split()
+    holdout = bdp.ReusableHoldout(valid, hold, threshold=1e-6, sigma=1e-6, budget=1, rng=bdp.rng_for_tests(3))
     trees = [DecisionTreeClassifier(max_depth=d, random_state=0) for d in (1, 2, 3)]
     holdout.query_means(0.0, 1.0)  # a gap of 1 overflows: the single unit of budget is spent
     with pytest.raises(BudgetExhausted):
-        select(trees, xt, yt, xh, yh, holdout=holdout)
+        select(trees, xt, yt, holdout=holdout)
 
 
 def test_bad_arguments_name_the_parameter() -> None:
-    xt, yt, xh, yh = split()
-    naive = NaiveHoldout(None, len(yh))
+    xt, yt, valid, hold = split()
+    naive = NaiveHoldout(valid, hold)
     with pytest.raises(InvalidParameter, match="candidates"):
-        select([OLS()], xt, yt, xh, yh, holdout=naive)
+        select([OLS()], xt, yt, holdout=naive)
     with pytest.raises(InvalidParameter, match="holdout"):
-        select([SkGaussianNB()], xt, yt, xh, yh, holdout=None)  # type: ignore[arg-type]
+        select([SkGaussianNB()], xt, yt, holdout=None)  # type: ignore[arg-type]
+    with pytest.raises(DataError, match="Labelled"):  # built on the holdout size only
+        select([SkGaussianNB()], xt, yt, holdout=NaiveHoldout(None, len(hold)))
+    with pytest.raises(DataError, match="Labelled"):  # built on bare feature arrays
+        select([SkGaussianNB()], xt, yt, holdout=NaiveHoldout(valid.X, hold.X))
     with pytest.raises(DataError, match="999 rows"):
-        select([SkGaussianNB()], xt, yt, xh[:999], yh[:999], holdout=naive)
-    with pytest.raises(InvalidParameter, match="fit_fraction"):
-        select([SkGaussianNB()], xt, yt, xh, yh, holdout=naive, fit_fraction=1.0)
+        Labelled(hold.X[:999], hold.y)

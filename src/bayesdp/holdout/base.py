@@ -34,6 +34,11 @@ class HoldoutBase(ABC):
         self._clipped = 0
 
     @property
+    def has_data(self) -> bool:
+        """Whether both sets were given as data (so `query` works), not the holdout size alone."""
+        return self._holdout is not None and self._train is not None
+
+    @property
     def n(self) -> int:
         """Holdout size."""
         return self._n

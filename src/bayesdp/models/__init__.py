@@ -7,13 +7,14 @@ from bayesdp.models.linear import LinearRegression
 from bayesdp.models.logistic import LogisticRegression
 from bayesdp.models.naive_bayes import CategoricalNB, GaussianNB
 from bayesdp.models.preprocessing import StandardScaler
-from bayesdp.models.selection import Selection, select
+from bayesdp.models.selection import Labelled, Selection, select
 
 __all__ = [
     "PCA",
     "CategoricalNB",
     "GaussianNB",
     "KMeans",
+    "Labelled",
     "LinearRegression",
     "LogisticRegression",
     "PrivacyLeakWarning",
