@@ -94,4 +94,5 @@ def _sq_distances(X: np.ndarray, centres: np.ndarray) -> np.ndarray:
 
 
 def _nearest(X: np.ndarray, centres: np.ndarray) -> np.ndarray:
-    return np.asarray(np.argmin(_sq_distances(X, centres), axis=1))
+    """argmin_c ‖x − c‖² = argmin_c (‖c‖² − 2x·c): a row's own ‖x‖² does not change its nearest centre."""
+    return np.asarray(np.argmin((centres * centres).sum(axis=1)[None] - 2 * X @ centres.T, axis=1))
