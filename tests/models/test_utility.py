@@ -121,3 +121,24 @@ def test_pca_finds_the_leading_direction() -> None:
     pca = PCA(1, data_norm=8.0, rng=bdp.rng_for_tests(12)).fit(x)
     top = np.linalg.eigh(np.cov(x.T))[1][:, -1]
     assert abs(pca.components_[0] @ top) > 0.99
+
+
+def test_logistic_objective_matches_its_formula_and_stays_finite() -> None:
+    """The one-exponential loss and gradient agree with logaddexp / expit; margins of ±1000 stay finite."""
+    from scipy.optimize import check_grad
+    from scipy.special import expit
+
+    from bayesdp.models.logistic import _objective
+
+    gen = np.random.default_rng(8)
+    x, y, b = gen.normal(size=(50, 3)), np.where(gen.random(50) < 0.5, 1.0, -1.0), gen.normal(size=3)
+    f = gen.normal(size=3)
+    m = y * (x @ f)
+    loss, grad = _objective(f, y[:, None] * x, 0.3, b)
+    assert loss == pytest.approx(np.logaddexp(0, -m).mean() + 0.15 * f @ f + b @ f / 50, rel=1e-12)
+    assert grad == pytest.approx(x.T @ (-y * expit(-m)) / 50 + 0.3 * f + b / 50, rel=1e-10)
+    yx = y[:, None] * x
+    loss_of, grad_of = (lambda v, k=k: _objective(v, yx, 0.3, b)[k] for k in (0, 1))
+    assert check_grad(loss_of, grad_of, f) < 1e-5
+    big_loss, big_grad = _objective(1000 * f, yx, 0.0, np.zeros(3))
+    assert np.isfinite(big_loss) and np.isfinite(big_grad).all()

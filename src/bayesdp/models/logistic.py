@@ -67,14 +67,17 @@ def jacobian_epsilon(n: int, ridge: float) -> float:
     return math.log1p(C_LOGISTIC / (n * ridge))
 
 
-def _objective(
-    f: np.ndarray, x: np.ndarray, y: np.ndarray, reg: float, b: np.ndarray
-) -> tuple[float, np.ndarray]:
-    """(1/n)Σ ln(1 + e^{−y f·x}) + (reg/2)‖f‖² + b·f/n and its gradient."""
-    n = y.size
-    m = y * (x @ f)
-    loss = np.logaddexp(0.0, -m).sum() / n + 0.5 * reg * (f @ f) + (b @ f) / n
-    grad = x.T @ (-y * expit(-m)) / n + reg * f + b / n
+def _objective(f: np.ndarray, yx: np.ndarray, reg: float, b: np.ndarray) -> tuple[float, np.ndarray]:
+    """(1/n)Σ ln(1 + e^{−m}) + (reg/2)‖f‖² + b·f/n and its gradient, m = y·(x·f) (rows yx = y·x).
+
+    One exponential serves both: ln(1 + e^{−m}) = max(−m, 0) + ln(1 + z) and the derivative's
+    σ(−m) = z/(1 + z) for m >= 0, 1/(1 + z) for m < 0, with z = e^{−|m|} (no overflow either way).
+    """
+    n = yx.shape[0]
+    m = yx @ f
+    z = np.exp(-np.abs(m))
+    loss = (np.maximum(-m, 0.0) + np.log1p(z)).sum() / n + 0.5 * reg * (f @ f) + (b @ f) / n
+    grad = -(yx.T @ (np.where(m >= 0, z, 1.0) / (1.0 + z))) / n + reg * f + b / n
     return float(loss), grad
 
 
@@ -186,7 +189,7 @@ class LogisticRegression(PrivateMixin, ClassifierMixin, BaseEstimator):
         res = minimize(
             _objective,
             np.zeros(x.shape[1]),
-            args=(x, y, reg, b),
+            args=(y[:, None] * x, reg, b),
             jac=True,
             method="L-BFGS-B",
             options={"maxiter": self.max_iter, "gtol": self.tol},
