@@ -133,6 +133,9 @@ def test_other_shapes_go_to_duckdb(frame: pd.DataFrame) -> None:
         want = case(relation).release(1.0, 1e-6, rng=bdp.rng_for_tests(5)).to_pandas()
         pd.testing.assert_frame_equal(got, want)
     assert isinstance(bdp.table(frame, "k").engine, DuckDBEngine)
+    twice = pd.DataFrame([[0.25, 0.5]], columns=["x", "x"])  # DuckDB names them x, x_1
+    assert isinstance(bdp.table(twice, None).engine, DuckDBEngine)
+    assert bdp.table(twice, None).agg(n=bdp.count()).release(1.0).diagnostics.rows == 1
     assert isinstance(bdp.table(frame.assign(o=frame["s"]), None).engine, ArrayEngine)
 
 

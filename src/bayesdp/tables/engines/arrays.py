@@ -256,14 +256,20 @@ class _Column:
 
 
 def in_memory(source: Any, duckdb: Engine) -> Engine:
-    """The array engine for a source already in memory (pandas, Polars, Arrow, numpy columns),
-    else `duckdb`."""
-    module = type(source).__module__.split(".")[0]
-    if module == "polars":
-        return ArrayEngine(source.to_arrow(), duckdb)
-    if (module in ("pandas", "pyarrow") and hasattr(source, "columns")) or isinstance(source, Mapping):
-        return ArrayEngine(source, duckdb)
-    return duckdb
+    """The array engine for a source already in memory (pandas, Polars, Arrow, numpy columns)
+    whose column names are DuckDB's (not when DuckDB renamed duplicates or non-text names), else
+    `duckdb`."""
+    if type(source).__module__.startswith("polars"):
+        source = source.to_arrow()
+    if isinstance(source, Mapping):
+        names = list(source)
+    elif isinstance(source, pd.DataFrame):
+        names = list(source.columns)
+    elif type(source).__module__.startswith("pyarrow") and hasattr(source, "column_names"):
+        names = list(source.column_names)
+    else:
+        return duckdb
+    return ArrayEngine(source, duckdb) if names == list(duckdb.schema()) else duckdb
 
 
 __all__ = ["ArrayEngine", "in_memory"]
