@@ -21,7 +21,7 @@ from bayesdp.mechanisms.base import (
     check_noise_steps,
 )
 from bayesdp.noise import Rng, discrete_laplace, grid_for, resolve_rng, snap_add
-from bayesdp.privacy import Guarantee, Noise
+from bayesdp.privacy import Guarantee, Ledger, Noise, charge
 
 MAX_LENGTH = 10**9  # records per sequence; the quilt search indexes them with int64
 
@@ -145,24 +145,35 @@ class MarkovQuiltMechanism:
                 private_detail=f"longest sequence: {longest} records")
         return np.bincount(np.concatenate(seqs), minlength=self.states).astype(np.int64)
 
-    def release(self, sequences: Any, rng: Rng | None = None) -> np.ndarray:
-        """Noisy state histogram of one sequence or many (people, each a chain)."""
+    def release(self, sequences: Any, *, ledger: Ledger | None = None,
+                rng: Rng | None = None) -> np.ndarray:
+        """Noisy state histogram of one sequence or many (people, each a chain), after spending
+        `guarantee` in `ledger` (if any)."""
+        generator = self._spend(ledger, rng)
         counts = self.histogram(sequences)
         on_grid = self.grid <= 1.0  # integer counts are exact multiples of a grid ≤ 1
-        return self._noisy(counts, self.steps(counts.size, on_grid), rng)
+        return self._noisy(counts, self.steps(counts.size, on_grid), generator)
 
     __call__ = release
 
-    def release_values(self, values: Any, rng: Rng | None = None) -> np.ndarray:
-        """Noisy copy of an L-Lipschitz statistic the caller computed exactly (a vector)."""
+    def release_values(self, values: Any, *, ledger: Ledger | None = None,
+                       rng: Rng | None = None) -> np.ndarray:
+        """Noisy copy of an L-Lipschitz statistic the caller computed exactly (a vector), after
+        spending `guarantee` in `ledger` (if any)."""
+        generator = self._spend(ledger, rng)
         x = np.asarray(values, dtype=np.float64).ravel()
         if x.size == 0 or not np.all(np.isfinite(x)):
             raise DataError("values must be a non-empty vector of finite numbers")
-        return self._noisy(x, self.steps(x.size, False), rng)
+        return self._noisy(x, self.steps(x.size, False), generator)
 
-    def _noisy(self, values: np.ndarray, scale: float, rng: Rng | None) -> np.ndarray:
+    def _spend(self, ledger: Ledger | None, rng: Rng | None) -> Rng:
+        generator = resolve_rng(rng)
+        charge(ledger, self._guarantee, repr(self))
+        return generator
+
+    def _noisy(self, values: np.ndarray, scale: float, rng: Rng) -> np.ndarray:
         check_noise_steps(scale, f"length={self.length} with epsilon={self.epsilon!r}")
-        return snap_add(values, discrete_laplace(scale, values.size, resolve_rng(rng)), self.grid)
+        return snap_add(values, discrete_laplace(scale, values.size, rng), self.grid)
 
     def interval(self, alpha: float = 0.05, size: int | None = None) -> float:
         """Half-width w with P(|noise| ≤ w) ≥ 1 − α for each histogram entry (exact for the

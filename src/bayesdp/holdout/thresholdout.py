@@ -21,7 +21,8 @@ from bayesdp.holdout.answers import HoldoutAnswer
 from bayesdp.holdout.base import HoldoutBase
 from bayesdp.holdout.bounds import accuracy_bound
 from bayesdp.noise import Rng, discrete_laplace, grid_for, resolve_rng, snap, unsnap
-from bayesdp.privacy import Guarantee
+from bayesdp.privacy import Guarantee, Ledger, charge
+from bayesdp.privacy.guarantee import check_compatible
 
 OnExhausted = Literal["refuse", "raise"]
 
@@ -42,7 +43,10 @@ class ReusableHoldout(HoldoutBase):
     With `dependence` (a bayesdp.correlated model of the holdout's records, e.g. a MarkovChain
     over its rows in order), `guarantee` is the Bayesian-DP ε that this DP level gives on that
     model, dp_to_bdp(ε, model, n) (seed 002, Alg. 1 and Thm 2 via Zhao et al. 2017, Lemmas 2–4),
-    and `accuracy` uses it; `dp_guarantee` keeps the plain DP one.
+    and `accuracy` uses it; `dp_guarantee` keeps the plain DP one. With `ledger`, each batch of
+    answers spends what it adds to `guarantee` (an overflow, or the threshold's share when a
+    run of training answers opens) before any of it is returned or logged; a refused spend
+    releases nothing and leaves the holdout as it was.
     """
 
     def __init__(
@@ -57,6 +61,7 @@ class ReusableHoldout(HoldoutBase):
         compare_noise: float | None = None,
         on_exhausted: OnExhausted = "refuse",
         dependence: Any = None,
+        ledger: Ledger | None = None,
         rng: Rng | None = None,
     ) -> None:
         super().__init__(train, holdout)
@@ -94,6 +99,11 @@ class ReusableHoldout(HoldoutBase):
             f"model assumed: {describe_model(dependence)}. The plain DP guarantee on the holdout "
             "is `dp_guarantee`; if the real dependence is stronger than the model allows, the "
             "real ε is larger.")
+        self._ledger = ledger
+        if ledger is not None:
+            if not isinstance(ledger, Ledger):
+                raise invalid("ledger", ledger, "None or a bayesdp Ledger")
+            check_compatible(self.budget_guarantee, ledger.budget, "the ledger's budget is stated")
         self._gamma = self._draw_gamma()
 
     @property
@@ -163,12 +173,27 @@ class ReusableHoldout(HoldoutBase):
                 UserWarning, stacklevel=2)
         return tau
 
+    def _charge(self, spent: float, state: tuple[int, int, bool, int]) -> None:
+        """Spend what the answers add to the guarantee; if the ledger refuses, undo them."""
+        added = self.guarantee.epsilon - spent
+        if self._ledger is None or added <= 0:
+            return
+        try:
+            charge(self._ledger, Guarantee(added, relation="replace_one", unit="row",
+                                           dependence=self._dependence),
+                   f"ReusableHoldout: {self._overflows} overflow(s) of {self.budget}")
+        except BaseException:
+            self._budget_left, self._overflows, self._open_segment, self._gamma = state
+            raise
+
     def _draw_gamma(self) -> int:
         """Threshold noise in steps of its grid, drawn at the start and after each overflow only."""
         t = self.threshold_noise / self._g_threshold
         return int(discrete_laplace(t, 1, self._rng)[0])
 
     def _answer(self, train: np.ndarray, holdout: np.ndarray) -> list[HoldoutAnswer]:
+        spent = self.guarantee.epsilon
+        state = (self._budget_left, self._overflows, self._open_segment, self._gamma)
         q = train.size
         answers: list[HoldoutAnswer] = []
         i = 0
@@ -200,6 +225,7 @@ class ReusableHoldout(HoldoutBase):
                     answers.append(HoldoutAnswer(float(unsnap(steps, g)[0]), "holdout", self._budget_left))
                     stop += 1
                 i = stop
+        self._charge(spent, state)
         self._log.extend(answers)
         if i < q:
             if self.on_exhausted == "raise":

@@ -10,8 +10,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bayesdp.errors import DataError, InvalidParameter, check_finite, check_open_unit, invalid
-from bayesdp.noise import Rng
-from bayesdp.privacy import Guarantee, Noise, Relation
+from bayesdp.noise import Rng, resolve_rng
+from bayesdp.privacy import Guarantee, Ledger, Noise, Relation, charge
 from bayesdp.privacy.noise import Family
 
 # Valid ranges of every mechanism's parameters. ε <= 700 keeps e^ε a finite float; ε >= 1e-12 and
@@ -84,12 +84,19 @@ class Mechanism(ABC):
         self.epsilon = check(epsilon)
         self._relation, self._unit = relation, unit
 
-    @abstractmethod
-    def release(self, values: Any, rng: Rng | None = None) -> Any:
-        """Noisy values, same shape as `values`; `rng` is for tests only (not private)."""
+    def release(self, values: Any, *, ledger: Ledger | None = None, rng: Rng | None = None) -> Any:
+        """Noisy values, same shape as `values`, after spending `guarantee` in `ledger` (if any);
+        `rng` is for tests only (not private)."""
+        generator = resolve_rng(rng)
+        charge(ledger, self.guarantee, repr(self))
+        return self._release(values, generator)
 
-    def __call__(self, values: Any, rng: Rng | None = None) -> Any:
-        return self.release(values, rng)
+    @abstractmethod
+    def _release(self, values: Any, rng: Rng) -> Any:
+        """The noisy values (the budget is already spent)."""
+
+    def __call__(self, values: Any, *, ledger: Ledger | None = None, rng: Rng | None = None) -> Any:
+        return self.release(values, ledger=ledger, rng=rng)
 
 
 def as_array(values: Any, name: str = "values") -> np.ndarray:

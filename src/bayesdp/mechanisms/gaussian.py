@@ -27,7 +27,7 @@ from bayesdp.mechanisms.base import (
     shaped,
 )
 from bayesdp.mechanisms.laplace import grid_steps
-from bayesdp.noise import Rng, discrete_gaussian, grid_for, resolve_rng, snap_add
+from bayesdp.noise import Rng, discrete_gaussian, grid_for, snap_add
 from bayesdp.privacy import Guarantee, Noise, Relation
 
 # Below this σ the discrete Gaussian's tails are summed exactly; above it, by the midpoint rule.
@@ -175,9 +175,9 @@ class Gaussian(_GaussianBase):
         """σ in data units."""
         return self.sigma_steps * self.grid
 
-    def release(self, values: Any, rng: Rng | None = None) -> Any:
+    def _release(self, values: Any, rng: Rng) -> Any:
         x = as_array(values)
-        noise = discrete_gaussian(self.sigma_steps, x.size, resolve_rng(rng))
+        noise = discrete_gaussian(self.sigma_steps, x.size, rng)
         return shaped(snap_add(x.ravel(), noise, self.grid), values)
 
     def interval(self, alpha: float = 0.05) -> float:
@@ -214,9 +214,9 @@ class DiscreteGaussian(_GaussianBase):
     def scale(self) -> float:
         return self.sigma_steps
 
-    def release(self, values: Any, rng: Rng | None = None) -> Any:
+    def _release(self, values: Any, rng: Rng) -> Any:
         x = as_integers(values).ravel()
-        out = x + discrete_gaussian(self.sigma_steps, x.size, resolve_rng(rng))
+        out = x + discrete_gaussian(self.sigma_steps, x.size, rng)
         return shaped(out, values) if np.ndim(values) else int(out[0])
 
     def interval(self, alpha: float = 0.05) -> float:

@@ -16,7 +16,7 @@ from bayesdp.mechanisms.base import (
     check_sensitivity,
     shaped,
 )
-from bayesdp.noise import Rng, discrete_laplace, grid_for, resolve_rng, snap_add
+from bayesdp.noise import Rng, discrete_laplace, grid_for, snap_add
 from bayesdp.privacy import Relation
 
 
@@ -63,9 +63,9 @@ class Laplace(Mechanism):
         """Laplace b in data units: (D·g)/ε, slightly above Δ/ε to pay for rounding."""
         return self.steps * self.grid
 
-    def release(self, values: Any, rng: Rng | None = None) -> Any:
+    def _release(self, values: Any, rng: Rng) -> Any:
         x = as_array(values)
-        noise = discrete_laplace(self.steps, x.size, resolve_rng(rng))
+        noise = discrete_laplace(self.steps, x.size, rng)
         return shaped(snap_add(x.ravel(), noise, self.grid), values)
 
     def interval(self, alpha: float = 0.05) -> float:
@@ -100,9 +100,9 @@ class DiscreteLaplace(Mechanism):
     def scale(self) -> float:
         return self.sensitivity / self.epsilon
 
-    def release(self, values: Any, rng: Rng | None = None) -> Any:
+    def _release(self, values: Any, rng: Rng) -> Any:
         x = as_integers(values).ravel()
-        out = x + discrete_laplace(self.scale, x.size, resolve_rng(rng))
+        out = x + discrete_laplace(self.scale, x.size, rng)
         return shaped(out, values) if np.ndim(values) else int(out[0])
 
     def interval(self, alpha: float = 0.05) -> float:

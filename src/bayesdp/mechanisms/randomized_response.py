@@ -11,7 +11,7 @@ from mpmath import iv
 
 from bayesdp.errors import DataError, invalid
 from bayesdp.mechanisms.base import Mechanism, as_integers, shaped
-from bayesdp.noise import Rng, bernoulli_exp, resolve_rng
+from bayesdp.noise import Rng, bernoulli_exp
 from bayesdp.privacy import Noise
 
 
@@ -58,17 +58,16 @@ class RandomizedResponse(Mechanism):
         e, k = iv.mpf(self.epsilon), self.categories
         return iv.log((iv.exp(e) + k - 1) / k)
 
-    def release(self, values: Any, rng: Rng | None = None) -> Any:
+    def _release(self, values: Any, rng: Rng) -> Any:
         x = as_integers(values).ravel()
         if x.size and (x.min() < 0 or x.max() >= self.categories):
             raise DataError(f"values must be categories 0..{self.categories - 1}",
                             private_detail=f"found {int(x.min())}..{int(x.max())}")
-        r = resolve_rng(rng)
         # γ = ln((e^ε + k - 1)/k), written so that e^ε is never formed.
         gamma = self.epsilon + math.log1p((self.categories - 1) * math.exp(-self.epsilon)) \
             - math.log(self.categories)
-        redraw = bernoulli_exp(np.full(x.size, gamma), r, lambda _i: self._gamma())
-        out = np.where(redraw, r.integers(0, self.categories, size=x.size), x)
+        redraw = bernoulli_exp(np.full(x.size, gamma), rng, lambda _i: self._gamma())
+        out = np.where(redraw, rng.integers(0, self.categories, size=x.size), x)
         return shaped(out, values) if np.ndim(values) else int(out[0])
 
     def estimate_counts(self, responses: Any) -> CountEstimate:

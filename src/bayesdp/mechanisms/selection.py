@@ -11,7 +11,7 @@ import numpy as np
 from bayesdp.errors import DataError, check_positive
 from bayesdp.mechanisms.base import Mechanism, as_array
 from bayesdp.noise import Rng, bernoulli_exp, resolve_rng
-from bayesdp.privacy import Relation
+from bayesdp.privacy import Ledger, Relation, charge
 
 
 def _scores(candidates: Sequence[Any], utilities: Any, losses: Any) -> np.ndarray:
@@ -57,21 +57,24 @@ class _Selection(Mechanism):
         utilities: Any = None,
         *,
         losses: Any = None,
+        ledger: Ledger | None = None,
         rng: Rng | None = None,
     ) -> Any:
-        """One candidate, chosen privately."""
-        return candidates[self.select_index(_scores(candidates, utilities, losses), resolve_rng(rng))]
+        """One candidate, chosen privately, after spending `guarantee` in `ledger` (if any)."""
+        generator = resolve_rng(rng)
+        charge(ledger, self.guarantee, repr(self))
+        return candidates[self.select_index(_scores(candidates, utilities, losses), generator)]
 
     @abstractmethod
     def select_index(self, utilities: np.ndarray, rng: Rng) -> int:
         """The index chosen for these utilities."""
 
-    def release(self, values: Any, rng: Rng | None = None) -> Any:
+    def _release(self, values: Any, rng: Rng) -> Any:
         """The index of the chosen entry of `values` (utilities); used by auditors."""
         u = as_array(values)
         if u.ndim != 1 or u.size == 0:
             raise DataError(f"values must be a non-empty 1-D array of utilities; got shape {u.shape}")
-        return self.select_index(u, resolve_rng(rng))
+        return self.select_index(u, rng)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(epsilon={self.epsilon:g}, sensitivity={self.sensitivity:g})"

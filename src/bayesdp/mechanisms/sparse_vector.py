@@ -10,7 +10,7 @@ from bayesdp.errors import BudgetExhausted, check_finite, check_positive_int
 from bayesdp.mechanisms.base import Mechanism, as_array, check_epsilon, check_sensitivity
 from bayesdp.mechanisms.laplace import grid_steps
 from bayesdp.noise import Rng, discrete_laplace, grid_for, resolve_rng, snap
-from bayesdp.privacy import Relation
+from bayesdp.privacy import Ledger, Relation, charge
 
 
 class SparseVector(Mechanism):
@@ -21,7 +21,7 @@ class SparseVector(Mechanism):
     and threshold are rounded to one power-of-two grid and the noise is exact discrete Laplace.
 
     `epsilon` and ε/max_positives in [1e-12, 700], `sensitivity` in [1e-200, 1e200], `threshold`
-    finite.
+    finite. With `ledger`, the whole run's ε is spent at construction, before any query is seen.
     """
 
     family = "sparse_vector"
@@ -36,6 +36,7 @@ class SparseVector(Mechanism):
         max_positives: int = 1,
         relation: Relation = "add_remove",
         unit: str = "row",
+        ledger: Ledger | None = None,
         rng: Rng | None = None,
     ) -> None:
         self.threshold = check_finite("threshold", threshold)
@@ -48,6 +49,8 @@ class SparseVector(Mechanism):
         self.threshold_steps_scale = 2 * steps / per_run
         self.query_steps_scale = 4 * steps / per_run
         self._rng = resolve_rng(rng)
+        charge(ledger, self.guarantee, f"SparseVector(epsilon={self.epsilon:g}, max_positives="
+                                       f"{self.max_positives})")
         self.positives = 0
         self._noisy_threshold = self._draw_threshold()
 
@@ -88,7 +91,7 @@ class SparseVector(Mechanism):
             start += first + 1
         return np.concatenate(out) if out else np.zeros(0, dtype=bool)
 
-    def release(self, values: Any, rng: Rng | None = None) -> Any:
+    def _release(self, values: Any, rng: Rng) -> Any:
         """A fresh, independent run over `values` (same parameters); the original is untouched."""
         fresh = SparseVector(
             self.threshold,

@@ -66,9 +66,10 @@ class PCA(PrivateMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         guarantee = approx_guarantee(eps, delta, rho)
         rng = self._spend(guarantee)
         iu = np.triu_indices(d)
-        n = max(float(gaussian_vector(rho * SHARES[0], 1.0, 1).release(np.array([x.shape[0]]), rng)[0]), 1.0)
-        mean = gaussian_vector(rho * SHARES[1], norm, d).release(x.sum(axis=0), rng) / n
-        upper = gaussian_vector(rho * SHARES[2], norm * norm, iu[0].size).release((x.T @ x)[iu], rng)
+        count = gaussian_vector(rho * SHARES[0], 1.0, 1).release(np.array([x.shape[0]]), rng=rng)
+        n = max(float(count[0]), 1.0)
+        mean = gaussian_vector(rho * SHARES[1], norm, d).release(x.sum(axis=0), rng=rng) / n
+        upper = gaussian_vector(rho * SHARES[2], norm * norm, iu[0].size).release((x.T @ x)[iu], rng=rng)
         second = np.zeros((d, d))
         second[iu] = upper
         second = second + np.triu(second, 1).T

@@ -86,10 +86,10 @@ class LinearRegression(PrivateMixin, RegressorMixin, BaseEstimator):
         m_xx = gaussian_vector(rho * SHARES[1], float(p), iu[0].size)
         m_xy = gaussian_vector(rho * SHARES[2], math.sqrt(p), p)
         m_yy = gaussian_vector(rho * SHARES[3], 1.0, 1)
-        lam_hat = float(m_lam.release(np.linalg.eigvalsh(gram)[:1], rng)[0])
-        upper = m_xx.release(gram[iu], rng)
-        xy = m_xy.release(xs.T @ ys, rng)
-        yy = float(m_yy.release(np.array([ys @ ys]), rng)[0])
+        lam_hat = float(m_lam.release(np.linalg.eigvalsh(gram)[:1], rng=rng)[0])
+        upper = m_xx.release(gram[iu], rng=rng)
+        xy = m_xy.release(xs.T @ ys, rng=rng)
+        yy = float(m_yy.release(np.array([ys @ ys]), rng=rng)[0])
         a = np.zeros((p, p))
         a[iu] = upper
         a = a + np.triu(a, 1).T

@@ -182,8 +182,8 @@ class LogisticRegression(PrivateMixin, ClassifierMixin, BaseEstimator):
         f = self._minimise(x, y, lam, np.zeros(p))
         sens = 2.0 / (n * lam)
         if delta == 0:
-            return np.asarray(laplace_vector(eps, math.sqrt(p) * sens, p).release(f, rng))
-        return np.asarray(gaussian_vector(rho_for(eps, delta), sens, p).release(f, rng))
+            return np.asarray(laplace_vector(eps, math.sqrt(p) * sens, p).release(f, rng=rng))
+        return np.asarray(gaussian_vector(rho_for(eps, delta), sens, p).release(f, rng=rng))
 
     def _minimise(self, x: np.ndarray, y: np.ndarray, reg: float, b: np.ndarray) -> np.ndarray:
         res = minimize(

@@ -53,14 +53,14 @@ def noisy_moments(
     shares = (SHARES[0] / rest, SHARES[1] / rest, SHARES[2])
     d = X.shape[1]
     m_count = laplace_vector(epsilon * shares[0], 1.0, k)
-    count = m_count.release(onehot.sum(axis=0), rng)
+    count = m_count.release(onehot.sum(axis=0), rng=rng)
     n = np.maximum(count, 1.0)[:, None]
-    s1 = laplace_vector(epsilon * shares[1], float(d), k * d).release(onehot.T @ u, rng) * half
+    s1 = laplace_vector(epsilon * shares[1], float(d), k * d).release(onehot.T @ u, rng=rng) * half
     mean = np.clip(s1 / n, -half, half)
     var = None
     if variances:
         m2 = laplace_vector(epsilon * shares[2], float(d), k * d)
-        s2 = m2.release(onehot.T @ (u * u), rng) * (half * half)
+        s2 = m2.release(onehot.T @ (u * u), rng=rng) * (half * half)
         # A variance below the noise's standard deviation (√2·b·r²/n) cannot be told from it: floor it there.
         floor = np.minimum(np.sqrt(2.0) * m2.scale * half * half / n, half * half)
         var = np.clip(s2 / n - mean * mean, floor, half * half)

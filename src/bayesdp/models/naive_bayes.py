@@ -142,7 +142,7 @@ class CategoricalNB(_NaiveBayes):
         guarantee = Guarantee(eps)
         rng = self._spend(guarantee)
         noisy = np.maximum(
-            laplace_vector(eps, float(d + 1), exact.size).release(exact.astype(np.float64), rng), 0.0
+            laplace_vector(eps, float(d + 1), exact.size).release(exact.astype(np.float64), rng=rng), 0.0
         )
         class_count, table = noisy[:k], noisy[k:].reshape(k, offsets[-1])
         self.classes_ = labels

@@ -8,7 +8,7 @@ from bayesdp.privacy.accounting import (
 )
 from bayesdp.privacy.dependence import Dependence
 from bayesdp.privacy.guarantee import RELATIONS, Guarantee, Relation, dp_from_semantic
-from bayesdp.privacy.ledger import Ledger, Spend
+from bayesdp.privacy.ledger import Ledger, Spend, charge
 from bayesdp.privacy.noise import Noise
 from bayesdp.privacy.semantics import (
     BayesCheck,
@@ -29,6 +29,7 @@ __all__ = [
     "SemanticPrivacy",
     "Spend",
     "bayes_check",
+    "charge",
     "compose",
     "dp_from_semantic",
     "product_prior",

@@ -430,6 +430,19 @@ class Ledger:
         )
 
 
+def charge(ledger: Ledger | None, guarantee: Guarantee, label: str) -> None:
+    """Record `guarantee` in `ledger` before a release path reads the data (nothing without one).
+
+    Every release path calls this first, so a refused spend releases nothing and any error
+    that could depend on the data comes after the budget it would reveal is spent.
+    """
+    if ledger is None:
+        return
+    if not isinstance(ledger, Ledger):
+        raise invalid("ledger", ledger, "None or a bayesdp Ledger")
+    ledger.spend(guarantee, label)
+
+
 def _budget_rho(b: Guarantee) -> float:
     """The budget as ρ: stated, or the largest ρ whose tight (ε, δ) fits (CKS 2020, Prop. 12)."""
     if b.rho is not None:

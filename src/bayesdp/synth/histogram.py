@@ -9,7 +9,7 @@ import numpy as np
 
 from bayesdp.errors import check_positive, check_positive_int, invalid
 from bayesdp.noise import Rng, bernoulli_exp, discrete_laplace, resolve_rng
-from bayesdp.privacy import RELATIONS, Guarantee, Relation
+from bayesdp.privacy import RELATIONS, Guarantee, Ledger, Relation, charge
 from bayesdp.synth.density import (
     PrivateDensity,
     as_bins,
@@ -43,6 +43,8 @@ def perturbed_histogram(
     epsilon: float,
     bins: object = None,
     relation: Relation = "add_remove",
+    *,
+    ledger: Ledger | None = None,
     rng: Rng | None = None,
 ) -> PrivateDensity:
     """The perturbed histogram: counts plus Laplace(Δ/ε) noise, projected onto the simplex (W&Z Sec. 4.2).
@@ -51,10 +53,13 @@ def perturbed_histogram(
     everywhere in bayesdp) or 2 (replace-one, n public; W&Z's setting); the guarantee states
     which. Under add/remove without `bins`, 5% of ε buys a noisy n for the default bin
     rule m ≍ n^{r/(r+2)}. Records outside `bounds` are clipped and counted in `clipped`.
-    A seeded `rng` is for tests only: it makes the noise predictable.
+    With `ledger`, ε is spent before the data are read. A seeded `rng` is for tests only: it
+    makes the noise predictable.
     """
     eps = check_positive("epsilon", epsilon)
     delta_1 = sensitivity(relation)
+    guarantee = Guarantee(eps, relation=relation)
+    charge(ledger, guarantee, "perturbed_histogram")
     x = as_points(data)
     dim = x.shape[1]
     box = as_bounds(bounds, dim)
@@ -80,7 +85,7 @@ def perturbed_histogram(
     return PrivateDensity(
         edges=edges,
         probs=probs,
-        guarantee=Guarantee(eps, relation=relation),
+        guarantee=guarantee,
         method="perturbed histogram",
         n=n,
         noisy_counts=noisy,
@@ -114,20 +119,26 @@ def smoothed_histogram(
     epsilon: float,
     k: int | None = None,
     bins: object = None,
+    *,
+    ledger: Ledger | None = None,
     rng: Rng | None = None,
 ) -> SmoothedHistogram:
     """The smoothed histogram of Machanavajjhala et al. (2008) as analysed by W&Z (Sec. 4.1), replace-one.
 
     Defaults follow the L2 tuning m ≍ n^{r/(2r+3)}, k ≍ n^{(r+2)/(2r+3)}. A baseline: the
-    perturbed histogram is more accurate at every n (see bench/RESULTS.md).
+    perturbed histogram is more accurate at every n (see bench/RESULTS.md). With `ledger`, ε is
+    spent before the data are read.
     """
     eps = check_positive("epsilon", epsilon)
+    draws_given = None if k is None else check_positive_int("k", k)
+    guarantee = Guarantee(eps, relation="replace_one")
+    charge(ledger, guarantee, "smoothed_histogram")
     x = as_points(data)
     n, dim = x.shape
     box = as_bounds(bounds, dim)
     per_dim = [max(1, math.ceil(n ** (1.0 / (2 * dim + 3))))] * dim if bins is None \
         else as_bins(bins, dim)
-    draws = math.ceil(n ** ((dim + 2) / (2 * dim + 3))) if k is None else check_positive_int("k", k)
+    draws = math.ceil(n ** ((dim + 2) / (2 * dim + 3))) if draws_given is None else draws_given
     edges = regular_edges(box, per_dim)
     x, clipped = clip_to(x, box)
     m = int(np.prod(per_dim))
@@ -145,7 +156,6 @@ def smoothed_histogram(
     pts = np.column_stack([
         e[cells[:, d]] + g.random(draws) * np.diff(e)[cells[:, d]] for d, e in enumerate(edges)
     ])
-    guarantee = Guarantee(eps, relation="replace_one")
     counts = cell_counts(pts, edges)
     density = PrivateDensity(
         edges=edges,

@@ -12,7 +12,7 @@ from scipy.special import ndtri
 from bayesdp.errors import DataError, check_open_unit, check_positive, check_positive_int
 from bayesdp.mechanisms import Laplace
 from bayesdp.noise import Rng
-from bayesdp.privacy import Guarantee
+from bayesdp.privacy import Guarantee, Ledger, charge
 from bayesdp.synth.density import PrivateDensity, as_bounds, as_points, clip_to
 
 # Observation cells per deconvolution cell in the corrected histogram.
@@ -107,20 +107,22 @@ class PerturbedRecords:
 
 
 def perturb_records(
-    values: object, bounds: object, epsilon: float, rng: Rng | None = None
+    values: object, bounds: object, epsilon: float, *, ledger: Ledger | None = None,
+    rng: Rng | None = None,
 ) -> PerturbedRecords:
     """Release every record plus Laplace((hi − lo)/ε) noise: each record ε-DP (W&Z Example 2.1, Lemma 2.6(3)).
 
     The noise is bayesdp's Laplace mechanism (exact discrete Laplace on the power-of-two grid).
-    A seeded `rng` is for tests only.
+    With `ledger`, ε is spent before the values are read. A seeded `rng` is for tests only.
     """
     eps = check_positive("epsilon", epsilon)
+    (lo, hi), = as_bounds(bounds, 1)
+    mech = Laplace(eps, hi - lo, relation="replace_one")
+    charge(ledger, mech.guarantee, "perturb_records")
     x = as_points(values, "values")
     if x.shape[1] != 1:
         raise DataError(f"perturb_records takes one value per record; got {x.shape[1]} columns")
-    (lo, hi), = as_bounds(bounds, 1)
     x, clipped = clip_to(x, [(lo, hi)])
-    mech = Laplace(eps, hi - lo, relation="replace_one")
     return PerturbedRecords(
         values=mech.release(x[:, 0], rng=rng), bounds=(lo, hi), noise_scale=mech.scale,
         guarantee=mech.guarantee, clipped=clipped,

@@ -12,7 +12,7 @@ from bayesdp.errors import DataError, check_delta, check_positive_int, invalid
 from bayesdp.mechanisms import Exponential
 from bayesdp.mechanisms.base import check_in_range
 from bayesdp.noise import Rng, discrete_gaussian, resolve_rng
-from bayesdp.privacy import RELATIONS, Guarantee, Relation
+from bayesdp.privacy import RELATIONS, Guarantee, Ledger, Relation, charge
 from bayesdp.synth.budget import rho_for, stated
 from bayesdp.synth.encode import (
     DEFAULT_BINS,
@@ -299,24 +299,36 @@ def _specs(
 ) -> tuple[list[ColumnSpec], list[str]]:
     """Specs for the columns with public domains or bounds, and the names needing discovery."""
     specs: list[ColumnSpec] = []
-    discover: list[str] = []
+    discover = _to_discover(data, bounds, domain)
     for name in data.columns:
         s = data[name]
         if name in domain:
             specs.append(categorical_spec(name, s, domain[name]))
-        elif pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype):
+        elif name in discover:
+            specs.append(ColumnSpec(name, None, None, s.dtype))
+        else:
+            m = bins.get(name, DEFAULT_BINS) if isinstance(bins, dict) else bins
+            specs.append(numeric_spec(name, s, bounds[name], m))
+    return specs, discover
+
+
+def _to_discover(data: pd.DataFrame, bounds: dict[str, object], domain: dict[str, object]) -> list[str]:
+    """The columns whose levels are found privately, from the schema alone (names and dtypes):
+    neither a public domain nor numeric. A numeric column needs public bounds."""
+    discover: list[str] = []
+    for name, dtype in data.dtypes.items():
+        if name in domain:
+            continue
+        if pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype):
             if name not in bounds:
                 raise DataError(
                     f"column {name!r} is numeric and has no bounds: pass bounds={{{name!r}: "
                     "(lo, hi)}} from public knowledge (not from the data), or domain="
                     f"{{{name!r}: [levels]}} to treat it as categorical"
                 )
-            m = bins.get(name, DEFAULT_BINS) if isinstance(bins, dict) else bins
-            specs.append(numeric_spec(name, s, bounds[name], m))
         else:
-            discover.append(name)
-            specs.append(ColumnSpec(name, None, None, s.dtype))
-    return specs, discover
+            discover.append(str(name))
+    return discover
 
 
 def synthesize(
@@ -330,6 +342,8 @@ def synthesize(
     bins: int | dict[str, int] = DEFAULT_BINS,
     relation: Relation = "add_remove",
     strict: bool = False,
+    *,
+    ledger: Ledger | None = None,
     rng: Rng | None = None,
 ) -> Synthesizer:
     """Fit a private synthesizer to a table, (ε, δ)-DP through zCDP accounting.
@@ -340,6 +354,8 @@ def synthesize(
     outside a declared domain are dropped and counted (`strict=True`: an error). A seeded `rng`
     is for tests only: it makes the noise predictable. `epsilon` in [1e-12, 1e5] (spent in
     zCDP, which stays finite there), `delta` in [1e-300, 1), `bins` at most MAX_BINS per column.
+    With `ledger`, the guarantee is spent once the schema (column names and types) is known and
+    before any value is read.
     """
     check_in_range("epsilon", epsilon, EPSILON_RANGE)
     if not check_delta("delta", delta) >= 1e-300:
@@ -357,12 +373,16 @@ def synthesize(
         if missing:
             raise DataError(f"columns {missing} are not in the data (it has {list(frame.columns)})")
         frame = frame[list(columns)]
-    if frame.shape[1] == 0 or len(frame) == 0:
-        raise DataError("the table is empty (no rows or no columns)",
-                        private_detail=f"{frame.shape[0]} rows, {frame.shape[1]} columns")
-    specs, discover = _specs(frame, dict(bounds or {}), dict(domain or {}), bins)
-    delta_extra = DISCOVERY_DELTA_SHARE * delta if discover else 0.0
+    if frame.shape[1] == 0:
+        raise DataError("the table has no columns")
+    bounds, domain = dict(bounds or {}), dict(domain or {})
+    delta_extra = DISCOVERY_DELTA_SHARE * delta if _to_discover(frame, bounds, domain) else 0.0
     rho = rho_for(epsilon, delta - delta_extra)
+    guarantee = stated([rho], delta - delta_extra, delta_extra, relation)
+    charge(ledger, guarantee, f"synthesize ({method})")
+    if len(frame) == 0:
+        raise DataError("the table is empty (no rows)")
+    specs, discover = _specs(frame, bounds, domain, bins)
     g = resolve_rng(rng)
     s2 = 2.0 if relation == "replace_one" else 1.0  # squared L2 sensitivity of one histogram
     s1 = 2.0 if relation == "replace_one" else 1.0  # L1 sensitivity of one histogram
@@ -387,7 +407,7 @@ def synthesize(
     names = [s.name for s in specs]
     return Synthesizer(
         specs=tuple(specs), model=model,
-        guarantee=stated([rho - rho_main, rho_main], delta - delta_extra, delta_extra, relation),
+        guarantee=guarantee,
         method=method, n_estimate=n_hat,
         edges=tuple((names[i], names[j]) for i, j in pairs),
         rho=rho, dropped=dropped, clipped=clipped, discovered=tuple(discover),
