@@ -98,7 +98,7 @@ def main() -> None:
     print("\n## Start distribution (k=10 sticky chain, ε=1): stationary, worst case, explicit q")
     print(f"{'T':>8} {'stationary s':>13} {'worst s':>8} {'given s':>8} {'given peak MB':>14}")
     sticky = dirichlet_chain(10, 2, 0.9)
-    starts = {name: MarkovChain(sticky.transition, init) for name, init in
+    starts = {name: MarkovChain(sticky.transition, initial=init) for name, init in
               (("stationary", "stationary"), ("worst", "worst"),
                ("given", rng_for_tests(4).dirichlet(np.ones(10))))}
     for length in lengths:

@@ -60,9 +60,9 @@ def main() -> None:
 
     params = dict(threshold=0.05, sigma=0.002, budget=args.budget)
     t_base, (t_means, h_means) = cpu(baseline)
-    mechanism = ReusableHoldout(train, holdout, **params)  # type: ignore[arg-type]
+    mechanism = ReusableHoldout(train, holdout=holdout, **params)  # type: ignore[arg-type]
     t_full, answers = cpu(lambda: [a for f in queries for a in mechanism.query_batch(f)])
-    alone = ReusableHoldout(None, n, **params)  # type: ignore[arg-type]
+    alone = ReusableHoldout(None, holdout=n, **params)  # type: ignore[arg-type]
     t_mech, _ = cpu(lambda: alone.query_means(t_means, h_means))
     overflows = mechanism.overflows
     print(f"bench/holdout.py  {datetime.date.today()}  rows={n:,}  queries={total:,}")

@@ -75,7 +75,7 @@ def main() -> int:
     x = np.random.default_rng(0).uniform(0, 100, n)
     insecure = np.random.default_rng(1)
     mechs = {
-        "laplace": bayesdp.Laplace(1.0, 1.0),
+        "laplace": bayesdp.Laplace(1.0, sensitivity=1.0),
         "gaussian": bayesdp.Gaussian(epsilon=1.0, delta=1e-5, sensitivity=1.0),
     }
     numpy_noise = {

@@ -47,8 +47,8 @@ def main() -> None:
           f"({'reversible' if chain.is_reversible else 'general'} definition)")
 
     eps = args.epsilon
-    exact = MarkovQuiltMechanism(chain, T, eps, method="exact")
-    approx = MarkovQuiltMechanism(chain, T, eps, method="approx")
+    exact = MarkovQuiltMechanism(chain, length=T, epsilon=eps, method="exact")
+    approx = MarkovQuiltMechanism(chain, length=T, epsilon=eps, method="approx")
     group = bayesdp.Laplace(eps, sensitivity=2 * T)  # every day may change: L1 change ≤ 2T
     truth = exact.histogram(private)
 

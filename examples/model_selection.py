@@ -50,12 +50,12 @@ def run(
     half = n // 2
     valid, hold = Labelled(xt[half:], yt[half:]), Labelled(xh, yh)
     if holdout_kind == "naive":
-        holdout: ReusableHoldout | NaiveHoldout = NaiveHoldout(valid, hold)
+        holdout: ReusableHoldout | NaiveHoldout = NaiveHoldout(valid, holdout=hold)
     else:
         noise = 0.25 / math.sqrt(n)
         holdout = ReusableHoldout(
             valid,
-            hold,
+            holdout=hold,
             threshold=0.5 / math.sqrt(n),
             sigma=noise,
             threshold_noise=noise,

@@ -32,7 +32,7 @@ RNG = bdp.rng_for_tests
 X = np.linspace(0.0, 1.0, 200)
 BAD = np.array([0.5, np.nan, 0.2])
 CHAIN = MarkovChain([[0.9, 0.1], [0.2, 0.8]])
-MQM = MarkovQuiltMechanism(CHAIN, 100, 1.0)
+MQM = MarkovQuiltMechanism(CHAIN, length=100, epsilon=1.0)
 FRAME = pd.DataFrame({"a": ["x", "y"] * 50, "b": np.arange(100) % 7})
 
 
@@ -70,7 +70,7 @@ PATHS = [
     Path("synthesize",
          lambda led, df: synthesize(df, 1.0, 1e-6, domain={"a": ["x", "y"]}, bounds={"b": (0, 7)},
                                     ledger=led, rng=RNG(1)),
-         FRAME, FRAME.iloc[:0], Guarantee(1.0, 1e-6)),
+         FRAME, FRAME.iloc[:0], Guarantee(1.0, delta=1e-6)),
     Path("MarkovQuiltMechanism.release",
          lambda led, s: MQM.release(s, ledger=led, rng=RNG(1)), np.array([0, 1, 1, 0]),
          np.array([0, 1, 5]), Guarantee(1.0, relation="replace_one", unit="record",
@@ -111,15 +111,15 @@ def test_a_failure_that_depends_on_the_data_comes_after_the_spend(tmp_path, path
 
 def test_a_sparse_vector_spends_its_whole_run_before_any_query(tmp_path):
     led = Ledger(tmp_path / "sv.db", budget=Guarantee(1.0))
-    sv = bdp.SparseVector(5.0, 1.0, max_positives=2, ledger=led, rng=RNG(1))
+    sv = bdp.SparseVector(5.0, epsilon=1.0, max_positives=2, ledger=led, rng=RNG(1))
     assert led.spent().epsilon == 1.0
     assert sv.answer([0.0, 100.0]).size == 2
     with pytest.raises(BudgetExceeded):
-        bdp.SparseVector(5.0, 0.5, ledger=led)
+        bdp.SparseVector(5.0, epsilon=0.5, ledger=led)
 
 
 def _holdout(led: Ledger | None, **kwargs: Any) -> ReusableHoldout:
-    return ReusableHoldout(None, 10_000, threshold=0.05, sigma=0.01, budget=3, ledger=led,
+    return ReusableHoldout(None, holdout=10_000, threshold=0.05, sigma=0.01, budget=3, ledger=led,
                            rng=RNG(7), **kwargs)
 
 

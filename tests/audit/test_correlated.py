@@ -41,7 +41,7 @@ TRANSITION = [[0.95, 0.05], [0.05, 0.95]]
 
 
 def test_markov_quilt_mechanism_passes_its_pufferfish_claim():
-    mqm = MarkovQuiltMechanism(MarkovChain(np.array(TRANSITION)), LENGTH, epsilon=1.0)
+    mqm = MarkovQuiltMechanism(MarkovChain(np.array(TRANSITION)), length=LENGTH, epsilon=1.0)
 
     def sample(a, size, rng):
         chains = conditioned_chains(TRANSITION, a, size, rng)

@@ -125,7 +125,7 @@ def test_reusable_holdout_passes_at_its_budget_guarantee():
     n = 100  # holdout size: replacing one record moves each holdout mean by at most 1/n
 
     def settings(rng=None):
-        return ReusableHoldout(None, n, threshold=0.04, sigma=0.02, budget=1, rng=rng)
+        return ReusableHoldout(None, holdout=n, threshold=0.04, sigma=0.02, budget=1, rng=rng)
 
     def answers(holdout_means, rng):
         released = settings(rng).query_means(np.full(len(holdout_means), 0.5), holdout_means)

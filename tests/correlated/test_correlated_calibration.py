@@ -87,7 +87,7 @@ def test_worked_example() -> None:
     assert quilt_calibration(chain, 100, 1.0, node=50).sigma == pytest.approx(cal.sigma)
     short = quilt_calibration(chain, 20, 1.0)
     assert short.sigma == 20 and short.trivial
-    worst = MarkovChain(EXAMPLE, "worst")
+    worst = MarkovChain(EXAMPLE, initial="worst")
     assert round(quilt_calibration(worst, 100, 1.0).sigma, 3) == 22.925
     assert round(quilt_calibration(chain, 100, 1.0, method="approx").sigma, 3) == 35.750
     assert round(quilt_calibration(ChainClass.bounds(1 / 3, 0.255), 100, 1.0, method="approx")
@@ -104,7 +104,7 @@ def test_worked_example() -> None:
     (5.0, (1.189, 1.580, 4.397, 2.137)),
 ])
 def test_other_epsilons(eps: float, row: tuple[float, ...]) -> None:
-    chain, worst = MarkovChain(EXAMPLE), MarkovChain(EXAMPLE, "worst")
+    chain, worst = MarkovChain(EXAMPLE), MarkovChain(EXAMPLE, initial="worst")
     got = (
         quilt_calibration(chain, 100, eps).sigma,
         quilt_calibration(worst, 100, eps).sigma,
@@ -135,7 +135,7 @@ def check_search(cases: list[tuple[int, int, float]], notion: str, initial: str)
     for k, length, eps in cases:
         p = rng.dirichlet(np.ones(k) * 3, size=k)
         init = rng.dirichlet(np.ones(k)) if initial == "given" else initial
-        chain = MarkovChain(p, init)
+        chain = MarkovChain(p, initial=init)
         want = brute_sigma(chain, length, eps, notion)
         cal = quilt_calibration(chain, length, eps, notion=notion)
         assert cal.sigma == pytest.approx(want, rel=1e-12)
@@ -163,7 +163,7 @@ def test_search_with_interior_nodes_equals_exhaustive_scan(notion: str, initial:
 
 def test_class_search_equals_exhaustive_scan() -> None:
     rng = rng_for_tests(22)
-    chains = ChainClass(tuple(MarkovChain(rng.dirichlet(np.ones(2) * 3, size=2), s)
+    chains = ChainClass(tuple(MarkovChain(rng.dirichlet(np.ones(2) * 3, size=2), initial=s)
                               for s in ("stationary", "worst")))
     assert quilt_calibration(chains, 15, 1.0).sigma == pytest.approx(
         brute_sigma(chains, 15, 1.0, "pufferfish"), rel=1e-12)
@@ -210,7 +210,7 @@ def test_sigma_does_not_decrease_with_length(notion: str) -> None:
     # a shorter chain is a marginal of a longer one, so one calibration covers many people
     rng = rng_for_tests(24)
     for initial in ("stationary", "worst", rng.dirichlet(np.ones(3))):
-        chain = MarkovChain(rng.dirichlet(np.ones(3) * 2, size=3), initial)
+        chain = MarkovChain(rng.dirichlet(np.ones(3) * 2, size=3), initial=initial)
         sigmas = [quilt_calibration(chain, n, 1.0, notion=notion).sigma for n in range(1, 40, 3)]
         assert np.all(np.diff(sigmas) >= -1e-12 * np.array(sigmas[:-1]))
 
@@ -221,7 +221,7 @@ def test_eigengap_bound_dominates_the_exact_influence(notion: str) -> None:
 
     rng = rng_for_tests(25)
     for k in (2, 3, 4):
-        chain = MarkovChain(rng.dirichlet(np.ones(k) * 2, size=k), "worst")
+        chain = MarkovChain(rng.dirichlet(np.ones(k) * 2, size=k), initial="worst")
         pi_min, gap = chain.pi_min, chain.eigengap  # general gap when not reversible
         length = 40
         for a, b in [(2, 3), (5, 5), (8, 4), (12, 12)]:

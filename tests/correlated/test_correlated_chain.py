@@ -52,7 +52,7 @@ def test_period_and_irreducibility() -> None:
         _ = cycle.eigengap
     with pytest.raises(InvalidParameter, match="reducible"):
         MarkovChain([[1.0, 0.0], [0.5, 0.5]])
-    absorbing = MarkovChain([[1.0, 0.0], [0.5, 0.5]], "worst")
+    absorbing = MarkovChain([[1.0, 0.0], [0.5, 0.5]], initial="worst")
     assert not absorbing.is_irreducible
     with pytest.raises(InvalidParameter, match="reducible"):
         _ = absorbing.stationary
@@ -73,11 +73,11 @@ def test_bad_matrices(matrix: object, match: str) -> None:
 
 def test_bad_initial() -> None:
     with pytest.raises(InvalidParameter, match="initial"):
-        MarkovChain(EXAMPLE, "uniform")
+        MarkovChain(EXAMPLE, initial="uniform")
     with pytest.raises(InvalidParameter, match="initial"):
-        MarkovChain(EXAMPLE, [1.0, 0.0])
+        MarkovChain(EXAMPLE, initial=[1.0, 0.0])
     with pytest.raises(InvalidParameter, match="initial sum"):
-        MarkovChain(EXAMPLE, [0.5, 0.6])
+        MarkovChain(EXAMPLE, initial=[0.5, 0.6])
 
 
 def test_fit_counts_transitions() -> None:

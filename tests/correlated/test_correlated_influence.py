@@ -19,7 +19,7 @@ from bayesdp.errors import InvalidParameter
 
 def random_chain(k: int, seed: int, initial: object = "stationary") -> MarkovChain:
     rng = rng_for_tests(seed)
-    return MarkovChain(rng.dirichlet(np.ones(k) * 2, size=k), initial)
+    return MarkovChain(rng.dirichlet(np.ones(k) * 2, size=k), initial=initial)
 
 
 def start(chain: MarkovChain) -> np.ndarray:
@@ -32,7 +32,7 @@ def start(chain: MarkovChain) -> np.ndarray:
 def test_pufferfish_matches_enumeration(k: int, length: int, seed: int, initial: str) -> None:
     chain = random_chain(k, seed)
     if initial == "given":
-        chain = MarkovChain(chain.transition, rng_for_tests(seed + 100).dirichlet(np.ones(k)))
+        chain = MarkovChain(chain.transition, initial=rng_for_tests(seed + 100).dirichlet(np.ones(k)))
     seqs = sequences(k, length)
     prob = chain_probabilities(chain.transition, start(chain), seqs)
     for node in range(length):
@@ -107,7 +107,7 @@ def test_sparse_chain_with_impossible_transitions() -> None:
     p = np.array([[0.5, 0.5, 0.0], [0.0, 0.6, 0.4], [0.3, 0.0, 0.7]])
     for initial in ("stationary", "given"):
         q = rng_for_tests(12).dirichlet(np.ones(3))
-        chain = MarkovChain(p, q if initial == "given" else "stationary")
+        chain = MarkovChain(p, initial=q if initial == "given" else "stationary")
         length = 5
         seqs = sequences(3, length)
         prob = chain_probabilities(p, start(chain), seqs)

@@ -34,7 +34,7 @@ def test_calibrated_histogram_stays_within_e_eps(notion: str, eps: float, length
     chain = MarkovChain(EXAMPLE)
     seqs = sequences(2, length)
     prob = chain_probabilities(chain.transition, chain.stationary, seqs)
-    mech = MarkovQuiltMechanism(chain, length, eps, notion=notion)
+    mech = MarkovQuiltMechanism(chain, length=length, epsilon=eps, notion=notion)
     assert mech.scale == pytest.approx(2 * mech.calibration.sigma)
     assert leakage(seqs, prob, 2, scale_in_counts(mech), notion) <= eps * (1 + 1e-12)
     # the oracle is sharp enough to fail: noise calibrated as if records were independent leaks
@@ -43,9 +43,9 @@ def test_calibrated_histogram_stays_within_e_eps(notion: str, eps: float, length
 
 def test_three_states_worst_start() -> None:
     rng = rng_for_tests(3)
-    chain = MarkovChain(rng.dirichlet(np.ones(3) * 2, size=3), "worst")
+    chain = MarkovChain(rng.dirichlet(np.ones(3) * 2, size=3), initial="worst")
     seqs = sequences(3, 5)
-    mech = MarkovQuiltMechanism(chain, 5, 2.0)
+    mech = MarkovQuiltMechanism(chain, length=5, epsilon=2.0)
     for q in (rng.dirichlet(np.ones(3)), np.array([0.98, 0.01, 0.01])):
         prob = chain_probabilities(chain.transition, q, seqs)
         assert leakage(seqs, prob, 3, scale_in_counts(mech), "pufferfish") <= 2.0 * (1 + 1e-12)
@@ -63,7 +63,7 @@ def test_any_dp_mechanism_meets_the_forward_bdp_level() -> None:
 
 def test_release_distribution() -> None:
     chain = MarkovChain(EXAMPLE)
-    mech = MarkovQuiltMechanism(chain, 100, 1.0)
+    mech = MarkovQuiltMechanism(chain, length=100, epsilon=1.0)
     seq = np.array([0] * 60 + [1] * 40)
     out = mech.release(seq, rng=rng_for_tests(4))
     assert out.shape == (2,) and np.all(np.isfinite(out))
@@ -84,7 +84,7 @@ def test_release_distribution() -> None:
 
 def test_guarantee_and_explain() -> None:
     chain = MarkovChain(EXAMPLE)
-    mech = MarkovQuiltMechanism(chain, 100, 1.0, notion="bdp")
+    mech = MarkovQuiltMechanism(chain, length=100, epsilon=1.0, notion="bdp")
     g = mech.guarantee
     assert (g.epsilon, g.delta, g.relation, g.unit) == (1.0, 0.0, "replace_one", "record")
     assert g != Guarantee(1.0, relation="replace_one", unit="record")  # not for independent records
@@ -95,12 +95,13 @@ def test_guarantee_and_explain() -> None:
     text = g.explain()
     assert "Bayesian differential privacy" in text and "Markov chain" in text
     assert "stronger than the model" in text
-    tight = MarkovQuiltMechanism(chain, 15, 1.0)
+    tight = MarkovQuiltMechanism(chain, length=15, epsilon=1.0)
     assert tight.calibration.trivial and "group privacy" in tight.guarantee.explain()
-    approx = MarkovQuiltMechanism(ChainClass.bounds(0.3, 0.3), 100, 1.0, method="approx")
+    approx = MarkovQuiltMechanism(ChainClass.bounds(0.3, 0.3), length=100, epsilon=1.0, method="approx")
     assert "eigengap" in approx.guarantee.dependence.model and approx.states is None
-    assert (mech.guarantee + MarkovQuiltMechanism(chain, 100, 0.5, notion="bdp").guarantee).epsilon == 1.5
-    other = MarkovQuiltMechanism(MarkovChain([[0.8, 0.2], [0.2, 0.8]]), 100, 1.0, notion="bdp")
+    half = MarkovQuiltMechanism(chain, length=100, epsilon=0.5, notion="bdp")
+    assert (mech.guarantee + half.guarantee).epsilon == 1.5
+    other = MarkovQuiltMechanism(MarkovChain([[0.8, 0.2], [0.2, 0.8]]), length=100, epsilon=1.0, notion="bdp")
     assert other.guarantee.dependence.model == g.dependence.model  # same words, another chain
     with pytest.raises(InvalidParameter, match="dependence"):
         g + other.guarantee
@@ -108,17 +109,18 @@ def test_guarantee_and_explain() -> None:
         g + Guarantee(1.0, relation="replace_one", unit="record")
     with pytest.raises(DataError, match="states="):
         approx.release(np.zeros(5, dtype=int))
-    binned = MarkovQuiltMechanism(ChainClass.bounds(0.3, 0.3), 100, 1.0, method="approx", states=3)
+    binned = MarkovQuiltMechanism(ChainClass.bounds(0.3, 0.3), length=100, epsilon=1.0,
+                                  method="approx", states=3)
     assert binned.release(np.array([0, 2, 2]), rng=rng_for_tests(7)).shape == (3,)
     with pytest.raises(InvalidParameter, match="states"):
-        MarkovQuiltMechanism(chain, 100, 1.0, states=3)
+        MarkovQuiltMechanism(chain, length=100, epsilon=1.0, states=3)
 
 
 def test_network_mechanism_releases_values() -> None:
     net = BayesianNetwork({"A": [], "B": ["A"], "C": ["B"]},
-                          {"A": [0.5, 0.5], "B": [[0.8, 0.2], [0.3, 0.7]],
+                          cpts={"A": [0.5, 0.5], "B": [[0.8, 0.2], [0.3, 0.7]],
                            "C": [[0.8, 0.2], [0.3, 0.7]]})
-    mech = MarkovQuiltMechanism(net, None, 1.0, lipschitz=1)
+    mech = MarkovQuiltMechanism(net, length=None, epsilon=1.0, lipschitz=1)
     assert mech.length == 3 and mech.states == 2
     out = mech.release_values([2.0], rng=rng_for_tests(6))
     assert out.shape == (1,)
@@ -126,7 +128,7 @@ def test_network_mechanism_releases_values() -> None:
 
 def test_bad_input() -> None:
     chain = MarkovChain(EXAMPLE)
-    mech = MarkovQuiltMechanism(chain, 10, 1.0)
+    mech = MarkovQuiltMechanism(chain, length=10, epsilon=1.0)
     with pytest.raises(DataError, match="outside") as info:
         mech.release(np.array([0, 1, 2]))
     assert info.value.private_detail == "sequence 0: 1 state(s), first 2 at position 2"
@@ -138,9 +140,9 @@ def test_bad_input() -> None:
     with pytest.raises(DataError, match="finite"):
         mech.release_values([np.nan])
     with pytest.raises(InvalidParameter, match="epsilon"):
-        MarkovQuiltMechanism(chain, 10, 0.0)
+        MarkovQuiltMechanism(chain, length=10, epsilon=0.0)
     with pytest.raises(InvalidParameter, match="lipschitz"):
-        MarkovQuiltMechanism(chain, 10, 1.0, lipschitz=-1)
+        MarkovQuiltMechanism(chain, length=10, epsilon=1.0, lipschitz=-1)
     with pytest.raises(InvalidParameter, match="alpha"):
         mech.interval(1.5)
 
@@ -150,13 +152,13 @@ def test_network_histogram_stays_within_e_eps(notion: str) -> None:
     rng = rng_for_tests(9)
     net = BayesianNetwork(
         {"A": [], "B": [], "C": ["A", "B"], "D": ["C"], "E": ["C"]},
-        {"A": [0.3, 0.7], "B": [0.6, 0.4], "C": rng.dirichlet(np.ones(2) * 8, size=(2, 2)),
+        cpts={"A": [0.3, 0.7], "B": [0.6, 0.4], "C": rng.dirichlet(np.ones(2) * 8, size=(2, 2)),
          "D": [[0.65, 0.35], [0.4, 0.6]], "E": [[0.6, 0.4], [0.35, 0.65]]},
     )
     rows = sequences(2, 5)  # every assignment, nodes in order
     prob = net.joint()[tuple(rows.T)]
     for eps in (1.0, 2.0):
-        mech = MarkovQuiltMechanism(net, None, eps, notion=notion)
+        mech = MarkovQuiltMechanism(net, length=None, epsilon=eps, notion=notion)
         assert leakage(rows, prob, 2, scale_in_counts(mech), notion) <= eps * (1 + 1e-12)
     assert not mech.calibration.trivial  # at ε = 2 a quilt beats group privacy
 
@@ -166,6 +168,6 @@ def test_sparse_chain_histogram_stays_within_e_eps(notion: str) -> None:
     chain = MarkovChain([[0.5, 0.5, 0.0], [0.0, 0.6, 0.4], [0.3, 0.0, 0.7]])
     seqs = sequences(3, 5)
     prob = chain_probabilities(chain.transition, chain.stationary, seqs)
-    mech = MarkovQuiltMechanism(chain, 5, 8.0, notion=notion)
+    mech = MarkovQuiltMechanism(chain, length=5, epsilon=8.0, notion=notion)
     assert not mech.calibration.trivial
     assert leakage(seqs, prob, 3, scale_in_counts(mech), notion) <= 8.0 * (1 + 1e-12)

@@ -24,7 +24,7 @@ def v_structure(seed: int) -> BayesianNetwork:
     rng = rng_for_tests(seed)
     return BayesianNetwork(
         {"A": [], "B": [], "C": ["A", "B"], "D": ["C"], "E": ["D"]},
-        {"A": rng.dirichlet(np.ones(2)), "B": rng.dirichlet(np.ones(2)),
+        cpts={"A": rng.dirichlet(np.ones(2)), "B": rng.dirichlet(np.ones(2)),
          "C": rng.dirichlet(np.ones(3), size=(2, 2)), "D": rng.dirichlet(np.ones(2), size=3),
          "E": rng.dirichlet(np.ones(2), size=2)},
     )
@@ -34,7 +34,7 @@ def chain_network(chain: MarkovChain, length: int) -> BayesianNetwork:
     names = [f"x{j}" for j in range(length)]
     parents = {names[0]: []} | {names[j]: [names[j - 1]] for j in range(1, length)}
     cpts = {names[0]: chain.stationary} | {n: chain.transition for n in names[1:]}
-    return BayesianNetwork(parents, cpts)
+    return BayesianNetwork(parents, cpts=cpts)
 
 
 def brute_joint(net: BayesianNetwork) -> tuple[np.ndarray, np.ndarray]:
@@ -155,15 +155,15 @@ def test_pgmpy_conversion_and_inference() -> None:
 
 def test_bad_networks() -> None:
     with pytest.raises(InvalidParameter, match="acyclic"):
-        BayesianNetwork({"A": ["B"], "B": ["A"]}, {"A": np.full((2, 2), 0.5), "B": np.full((2, 2), 0.5)})
+        BayesianNetwork({"A": ["B"], "B": ["A"]}, cpts={"A": np.full((2, 2), 0.5), "B": np.full((2, 2), 0.5)})
     with pytest.raises(InvalidParameter, match="shape"):
-        BayesianNetwork({"A": [], "B": ["A"]}, {"A": [0.5, 0.5], "B": [0.5, 0.5]})
+        BayesianNetwork({"A": [], "B": ["A"]}, cpts={"A": [0.5, 0.5], "B": [0.5, 0.5]})
     with pytest.raises(InvalidParameter, match="row sum"):
-        BayesianNetwork({"A": [], "B": []}, {"A": [0.5, 0.6], "B": [0.5, 0.5]})
+        BayesianNetwork({"A": [], "B": []}, cpts={"A": [0.5, 0.6], "B": [0.5, 0.5]})
     with pytest.raises(InvalidParameter, match="names among"):
-        BayesianNetwork({"A": [], "B": ["Z"]}, {"A": [0.5, 0.5], "B": [0.5, 0.5]})
+        BayesianNetwork({"A": [], "B": ["Z"]}, cpts={"A": [0.5, 0.5], "B": [0.5, 0.5]})
     with pytest.raises(InvalidParameter, match="cpts"):
-        BayesianNetwork({"A": [], "B": []}, {"A": [0.5, 0.5]})
+        BayesianNetwork({"A": [], "B": []}, cpts={"A": [0.5, 0.5]})
     net = v_structure(6)
     with pytest.raises(InvalidParameter, match="node"):
         net.max_influence("Z", ["A"])
@@ -180,7 +180,7 @@ def test_quilts_cover_every_connected_nearby_set() -> None:
     names = [f"v{j}" for j in range(7)]
     parents = {v: [u for u in names[:j] if rng.random() < 0.35] for j, v in enumerate(names)}
     cpts = {v: rng.dirichlet(np.ones(2), size=(2,) * len(parents[v])) for v in names}
-    net = BayesianNetwork(parents, cpts)
+    net = BayesianNetwork(parents, cpts=cpts)
     adj = net.moral_graph()
 
     def connected(nodes: set[str]) -> bool:

@@ -13,7 +13,7 @@ SEED = 20
 @FUZZ
 @given(epsilon=positive, sensitivity=positive, values=value_arrays, alpha=probabilities)
 def test_laplace(epsilon, sensitivity, values, alpha):
-    mech = error_or_finite(lambda: bdp.Laplace(epsilon, sensitivity))
+    mech = error_or_finite(lambda: bdp.Laplace(epsilon, sensitivity=sensitivity))
     if mech is not None:
         error_or_finite(lambda: mech.release(np.array(values), rng=bdp.rng_for_tests(SEED)))
         error_or_finite(lambda: mech.interval(alpha))
@@ -23,7 +23,7 @@ def test_laplace(epsilon, sensitivity, values, alpha):
 @FUZZ
 @given(epsilon=positive, sensitivity=counts, values=value_arrays, alpha=probabilities)
 def test_discrete_laplace(epsilon, sensitivity, values, alpha):
-    mech = error_or_finite(lambda: bdp.DiscreteLaplace(epsilon, sensitivity))
+    mech = error_or_finite(lambda: bdp.DiscreteLaplace(epsilon, sensitivity=sensitivity))
     if mech is not None:
         ints = np.round(values)
         error_or_finite(lambda: mech.release(ints, rng=bdp.rng_for_tests(SEED)))
@@ -36,7 +36,7 @@ def test_discrete_laplace(epsilon, sensitivity, values, alpha):
 def test_gaussian(epsilon, delta, rho, sensitivity, values):
     def build():
         if rho is None:
-            return bdp.Gaussian(epsilon, delta, sensitivity)
+            return bdp.Gaussian(epsilon, delta=delta, sensitivity=sensitivity)
         return bdp.Gaussian(rho=rho, sensitivity=sensitivity)
 
     mech = error_or_finite(build)
@@ -48,7 +48,7 @@ def test_gaussian(epsilon, delta, rho, sensitivity, values):
 @FUZZ
 @given(epsilon=positive, delta=probabilities, sensitivity=counts, values=value_arrays)
 def test_discrete_gaussian(epsilon, delta, sensitivity, values):
-    mech = error_or_finite(lambda: bdp.DiscreteGaussian(epsilon, delta, sensitivity))
+    mech = error_or_finite(lambda: bdp.DiscreteGaussian(epsilon, delta=delta, sensitivity=sensitivity))
     if mech is not None:
         error_or_finite(lambda: mech.release(np.round(values), rng=bdp.rng_for_tests(SEED)))
 
@@ -56,7 +56,7 @@ def test_discrete_gaussian(epsilon, delta, sensitivity, values):
 @FUZZ
 @given(epsilon=positive, categories=counts, responses=st.lists(st.integers(-1, 4), max_size=8))
 def test_randomized_response(epsilon, categories, responses):
-    mech = error_or_finite(lambda: bdp.RandomizedResponse(epsilon, categories))
+    mech = error_or_finite(lambda: bdp.RandomizedResponse(epsilon, categories=categories))
     if mech is not None:
         error_or_finite(lambda: mech.release(np.array(responses, dtype=np.int64),
                                              rng=bdp.rng_for_tests(SEED)))
@@ -77,7 +77,7 @@ def test_selection(epsilon, sensitivity, utilities, kind):
 @given(threshold=numbers, epsilon=positive, sensitivity=positive, positives=counts,
        values=value_arrays)
 def test_sparse_vector(threshold, epsilon, sensitivity, positives, values):
-    mech = error_or_finite(lambda: bdp.SparseVector(threshold, epsilon, sensitivity,
+    mech = error_or_finite(lambda: bdp.SparseVector(threshold, epsilon=epsilon, sensitivity=sensitivity,
                                                     max_positives=positives,
                                                     rng=bdp.rng_for_tests(SEED)))
     if mech is not None:
@@ -89,7 +89,7 @@ def test_sparse_vector(threshold, epsilon, sensitivity, positives, values):
        others=st.lists(st.tuples(positive, probabilities), max_size=3),
        how=st.sampled_from(["basic", "advanced", "zcdp", "pld", "nonsense"]))
 def test_guarantee_and_compose(epsilon, delta, n, prior, others, how):
-    g = error_or_finite(lambda: bdp.Guarantee(epsilon, delta))
+    g = error_or_finite(lambda: bdp.Guarantee(epsilon, delta=delta))
     if g is None:
         return
     error_or_finite(lambda: g.semantic(n))
@@ -98,7 +98,7 @@ def test_guarantee_and_compose(epsilon, delta, n, prior, others, how):
     error_or_finite(lambda: g.explain(n=n if isinstance(n, int) and 0 < n < 10**9 else None))
     parts = [g]
     for e, d in others:
-        h = error_or_finite(lambda e=e, d=d: bdp.Guarantee(e, d))
+        h = error_or_finite(lambda e=e, d=d: bdp.Guarantee(e, delta=d))
         if h is not None:
             parts.append(h)
     total = error_or_finite(lambda: bdp.compose(parts, how))

@@ -31,7 +31,7 @@ def test_synthesize(people, epsilon, delta, method, bins, k):
                                                                         max_size=4))
 def test_reusable_holdout(threshold, sigma, budget, means):
     holdout = error_or_finite(lambda: bdp.ReusableHoldout(
-        None, 1000, threshold=threshold, sigma=sigma, budget=budget, rng=bdp.rng_for_tests(6)))
+        None, holdout=1000, threshold=threshold, sigma=sigma, budget=budget, rng=bdp.rng_for_tests(6)))
     if holdout is not None:
         error_or_finite(lambda: [a.value for a in holdout.query_means(means, means[::-1])])
         error_or_finite(lambda: holdout.guarantee.epsilon)
@@ -44,8 +44,8 @@ def test_reusable_holdout(threshold, sigma, budget, means):
 def test_markov_quilt(p, q, length, epsilon, lipschitz, method, notion):
     def build():
         chain = bdp.MarkovChain([[1 - q, q], [p, 1 - p]])
-        return bdp.MarkovQuiltMechanism(chain, length, epsilon, lipschitz, method=method,
-                                        notion=notion)
+        return bdp.MarkovQuiltMechanism(chain, length=length, epsilon=epsilon, lipschitz=lipschitz,
+                                        method=method, notion=notion)
 
     mech = error_or_finite(build)
     if mech is not None:
@@ -74,4 +74,4 @@ def test_synthesize_refuses_a_subnormal_delta_and_huge_bins(people):
 def test_markov_quilt_refuses_a_length_beyond_int64():
     # Found by the fuzz run: length=10**30 overflowed a C long in the quilt search.
     with pytest.raises(bdp.errors.InvalidParameter, match="length"):
-        bdp.MarkovQuiltMechanism(bdp.MarkovChain([[0.5, 0.5], [0.5, 0.5]]), 10**30, 1.0)
+        bdp.MarkovQuiltMechanism(bdp.MarkovChain([[0.5, 0.5], [0.5, 0.5]]), length=10**30, epsilon=1.0)

@@ -15,7 +15,7 @@ CORRELATED = MarkovChain([[0.6, 0.4], [0.4, 0.6]])
 
 def _holdout(dependence: object) -> ReusableHoldout:
     return ReusableHoldout(
-        None, N, threshold=0.05, sigma=0.01, budget=10, dependence=dependence,
+        None, holdout=N, threshold=0.05, sigma=0.01, budget=10, dependence=dependence,
         rng=rng_for_tests(51),
     )
 

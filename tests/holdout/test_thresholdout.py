@@ -25,7 +25,7 @@ def _binomial_band(trials: int, p: float) -> tuple[int, int]:
 
 def test_budget_drops_exactly_on_overflows_and_then_answers_are_refused() -> None:
     rng = rng_for_tests(10)
-    h = ReusableHoldout(None, N, threshold=0.05, sigma=0.01, budget=25, rng=rng)
+    h = ReusableHoldout(None, holdout=N, threshold=0.05, sigma=0.01, budget=25, rng=rng)
     train = rng.random(400) * 0.5
     hold = np.clip(train + rng.choice([0.0, 0.3], size=400), 0, 1)
     answers = h.query_means(train, hold)
@@ -47,7 +47,7 @@ def test_budget_drops_exactly_on_overflows_and_then_answers_are_refused() -> Non
 
 def test_raise_on_exhausted_keeps_what_was_released() -> None:
     h = ReusableHoldout(
-        None, N, threshold=0.05, sigma=TINY, budget=2, threshold_noise=TINY,
+        None, holdout=N, threshold=0.05, sigma=TINY, budget=2, threshold_noise=TINY,
         compare_noise=TINY, on_exhausted="raise", rng=rng_for_tests(11),
     )
     with pytest.raises(BudgetExhausted, match="2 of 3 queries"):
@@ -70,7 +70,7 @@ def test_threshold_is_redrawn_only_after_an_overflow() -> None:
     total = 0
     for _ in range(50):
         h = ReusableHoldout(
-            None, N, threshold=t, sigma=TINY, budget=1000, threshold_noise=b,
+            None, holdout=N, threshold=t, sigma=TINY, budget=1000, threshold_noise=b,
             compare_noise=TINY, rng=rng,
         )
         answers = h.query_means(np.zeros(200), np.full(200, t - b / 2))
@@ -86,7 +86,7 @@ def test_threshold_is_redrawn_only_after_an_overflow() -> None:
 def test_answer_noise_is_laplace_sigma_on_its_grid() -> None:
     sigma, count = 0.02, 20000
     h = ReusableHoldout(
-        None, N, threshold=0.05, sigma=sigma, budget=count, threshold_noise=TINY,
+        None, holdout=N, threshold=0.05, sigma=sigma, budget=count, threshold_noise=TINY,
         compare_noise=TINY, rng=rng_for_tests(13),
     )
     answers = h.query_means(np.zeros(count), np.full(count, 0.5))
@@ -107,7 +107,7 @@ def test_comparison_noise_has_its_scale(distance: float) -> None:
     # γ ≈ 0 (tiny scale): a query with gap T − c·b overflows iff η > c·b, probability e^{-c}/2.
     b, t, count = 0.01, 0.1, 20000
     h = ReusableHoldout(
-        None, N, threshold=t, sigma=TINY, budget=count, threshold_noise=TINY,
+        None, holdout=N, threshold=t, sigma=TINY, budget=count, threshold_noise=TINY,
         compare_noise=b, rng=rng_for_tests(14),
     )
     answers = h.query_means(np.zeros(count), np.full(count, t - distance * b))
@@ -123,7 +123,7 @@ def test_threshold_noise_has_its_scale() -> None:
     overflows = 0
     for _ in range(count):
         h = ReusableHoldout(
-            None, N, threshold=t, sigma=TINY, budget=1, threshold_noise=b,
+            None, holdout=N, threshold=t, sigma=TINY, budget=1, threshold_noise=b,
             compare_noise=TINY, rng=rng,
         )
         answer = h.query_means(0.0, t + b)
@@ -141,7 +141,7 @@ def test_guarantee_follows_the_general_formula() -> None:
     assert s2 * cost.open_segment == pytest.approx(1 / n, rel=1e-4)  # threshold share: Δ/σ_threshold
     rng = rng_for_tests(16)
     h = ReusableHoldout(
-        None, n, threshold=0.05, sigma=sigma, budget=10, threshold_noise=s2, compare_noise=s3,
+        None, holdout=n, threshold=0.05, sigma=sigma, budget=10, threshold_noise=s2, compare_noise=s3,
         rng=rng,
     )
     assert h.guarantee.epsilon == 0.0
@@ -159,13 +159,13 @@ def test_guarantee_follows_the_general_formula() -> None:
 
 def test_parameters_are_validated() -> None:
     with pytest.raises(InvalidParameter, match="sigma"):
-        ReusableHoldout(None, N, threshold=0.1, sigma=0, budget=1)
+        ReusableHoldout(None, holdout=N, threshold=0.1, sigma=0, budget=1)
     with pytest.raises(InvalidParameter, match="budget"):
-        ReusableHoldout(None, N, threshold=0.1, sigma=0.1, budget=1.5)
+        ReusableHoldout(None, holdout=N, threshold=0.1, sigma=0.1, budget=1.5)
     with pytest.raises(InvalidParameter, match="on_exhausted"):
-        ReusableHoldout(None, N, threshold=0.1, sigma=0.1, budget=1, on_exhausted="clip")  # type: ignore[arg-type]
+        ReusableHoldout(None, holdout=N, threshold=0.1, sigma=0.1, budget=1, on_exhausted="clip")  # type: ignore[arg-type]
     with pytest.raises(InvalidParameter, match="beta"):
-        ReusableHoldout(None, N, threshold=0.1, sigma=0.1, budget=1).accuracy(10, 1.5)
+        ReusableHoldout(None, holdout=N, threshold=0.1, sigma=0.1, budget=1).accuracy(10, 1.5)
     with pytest.raises(InvalidParameter, match="tau"):
         required_holdout_size(1, 10, 0.0, 0.1)
 
@@ -202,7 +202,7 @@ def test_answers_are_within_tau_in_the_theorems_regime() -> None:
         p = rng.uniform(0.2, 0.8, size=m)
         hold = rng.binomial(n, p) / n
         train = np.clip(p + rng.uniform(-0.4, 0.4, size=m), 0, 1)
-        h = ReusableHoldout(None, n, threshold=threshold, sigma=sigma, budget=budget, rng=rng)
+        h = ReusableHoldout(None, holdout=n, threshold=threshold, sigma=sigma, budget=budget, rng=rng)
         assert h.accuracy(m, beta) <= tau
         answers = h.query_means(train, hold)
         assert isinstance(answers, list)
@@ -215,10 +215,10 @@ def test_answers_are_within_tau_in_the_theorems_regime() -> None:
 
 
 def test_a_vacuous_accuracy_bound_says_so() -> None:
-    h = ReusableHoldout(None, 2_000, threshold=0.04, sigma=0.01, budget=100)
+    h = ReusableHoldout(None, holdout=2_000, threshold=0.04, sigma=0.01, budget=100)
     with pytest.warns(UserWarning, match=r"accuracy\(m=200, beta=0.05\) = .* is vacuous"):
         assert h.accuracy(m=200, beta=0.05) >= 1
-    big = ReusableHoldout(None, 10**8, threshold=0.04, sigma=0.01, budget=100)
+    big = ReusableHoldout(None, holdout=10**8, threshold=0.04, sigma=0.01, budget=100)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert big.accuracy(m=200, beta=0.05) < 1

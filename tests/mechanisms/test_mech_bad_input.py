@@ -33,7 +33,7 @@ EPSILON_TAKERS: list[Callable[[Any], Any]] = [
     RandomizedResponse,
     Exponential,
     ReportNoisyMax,
-    lambda e: SparseVector(0.0, e),
+    lambda e: SparseVector(0.0, epsilon=e),
 ]
 
 
@@ -58,14 +58,14 @@ def test_missing_epsilon_is_named() -> None:
 @pytest.mark.parametrize(
     "make",
     [
-        lambda s: Laplace(1.0, s),
-        lambda s: DiscreteLaplace(1.0, s),
+        lambda s: Laplace(1.0, sensitivity=s),
+        lambda s: DiscreteLaplace(1.0, sensitivity=s),
         lambda s: Gaussian(epsilon=1.0, delta=1e-5, sensitivity=s),
         lambda s: Gaussian(rho=0.5, sensitivity=s),
         lambda s: DiscreteGaussian(rho=0.5, sensitivity=s),
-        lambda s: Exponential(1.0, s),
-        lambda s: ReportNoisyMax(1.0, s),
-        lambda s: SparseVector(0.0, 1.0, s),
+        lambda s: Exponential(1.0, sensitivity=s),
+        lambda s: ReportNoisyMax(1.0, sensitivity=s),
+        lambda s: SparseVector(0.0, epsilon=1.0, sensitivity=s),
     ],
 )
 def test_bad_sensitivity(make: Callable[[Any], Any], value: float) -> None:
@@ -75,7 +75,7 @@ def test_bad_sensitivity(make: Callable[[Any], Any], value: float) -> None:
 
 def test_fractional_sensitivity_of_an_integer_mechanism() -> None:
     with pytest.raises(ValueError, match=r"sensitivity.*1\.5"):
-        DiscreteLaplace(1.0, 1.5)
+        DiscreteLaplace(1.0, sensitivity=1.5)
     with pytest.raises(ValueError, match=r"sensitivity.*1\.5"):
         DiscreteGaussian(rho=1.0, sensitivity=1.5)
 
@@ -110,10 +110,10 @@ def test_bad_categories(value: Any) -> None:
 def test_bad_sparse_vector_parameters() -> None:
     for cap in (0, -1, 1.5, True, "2"):
         with pytest.raises(InvalidParameter, match=message("max_positives", cap) + "a positive integer"):
-            SparseVector(0.0, 1.0, max_positives=cap)
+            SparseVector(0.0, epsilon=1.0, max_positives=cap)
     for threshold in (NAN, INF, "high"):
         with pytest.raises(InvalidParameter, match=message("threshold", threshold)):
-            SparseVector(threshold, 1.0)
+            SparseVector(threshold, epsilon=1.0)
 
 
 ADDITIVE = [
@@ -195,7 +195,7 @@ def test_bad_selection_scores() -> None:
 
 
 def test_sparse_vector_bad_queries() -> None:
-    sv = SparseVector(0.0, 1.0, rng=rng_for_tests(0))
+    sv = SparseVector(0.0, epsilon=1.0, rng=rng_for_tests(0))
     with pytest.raises(DataError, match=r"values has NaN.*1 of 2 entries"):
         sv.answer([1.0, NAN])
     assert sv.remaining == 1  # nothing was spent on a refused call

@@ -69,7 +69,7 @@ def test_naive_numpy_laplace_outputs_are_mostly_unreachable_from_the_neighbour()
 
 
 def test_bayesdp_laplace_outputs_from_neighbours_share_one_lattice() -> None:
-    mech = Laplace(1.0, 1.0)
+    mech = Laplace(1.0, sensitivity=1.0)
     rng = rng_for_tests(31)
     n = 100_000
     y0 = mech.release(np.zeros(n), rng=rng)

@@ -26,7 +26,7 @@ def assert_dlap(noise: np.ndarray, t: float) -> None:
 
 @pytest.mark.parametrize(("epsilon", "sensitivity"), [(1.0, 1.0), (2.0, 1e-3), (0.5, 3e6), (0.7, 0.3)])
 def test_laplace_noise_is_grid_times_discrete_laplace(epsilon: float, sensitivity: float) -> None:
-    mech = Laplace(epsilon, sensitivity)
+    mech = Laplace(epsilon, sensitivity=sensitivity)
     rng = rng_for_tests(101)
     x = rng.uniform(-10, 10, N) * mech.scale
     rounded = np.rint(x / mech.grid)
@@ -38,7 +38,7 @@ def test_laplace_noise_is_grid_times_discrete_laplace(epsilon: float, sensitivit
 @pytest.mark.parametrize(("epsilon", "sensitivity"), [(1.0, 1.0), (2.0, 1e-3), (0.5, 3e6)])
 def test_laplace_scale_pays_for_rounding(epsilon: float, sensitivity: float) -> None:
     """b = (floor(Δ/g) + 1) g / ε: above Δ/ε by at most g/ε, and g about min(b, Δ)·2^-20."""
-    mech = Laplace(epsilon, sensitivity)
+    mech = Laplace(epsilon, sensitivity=sensitivity)
     assert mech.steps == (math.floor(sensitivity / mech.grid) + 1) / epsilon
     nominal = sensitivity / epsilon
     assert nominal < mech.scale <= nominal + mech.grid / epsilon
@@ -47,7 +47,7 @@ def test_laplace_scale_pays_for_rounding(epsilon: float, sensitivity: float) -> 
 
 @pytest.mark.parametrize(("epsilon", "sensitivity"), [(1.0, 1), (0.25, 2), (20.0, 1), (1e-7, 1)])
 def test_discrete_laplace_matches_its_pmf(epsilon: float, sensitivity: int) -> None:
-    mech = DiscreteLaplace(epsilon, sensitivity)
+    mech = DiscreteLaplace(epsilon, sensitivity=sensitivity)
     assert mech.scale == sensitivity / epsilon
     rng = rng_for_tests(202)
     x = rng.integers(-50, 50, N)

@@ -52,7 +52,7 @@ def permute_and_flip_law(epsilon: float, sensitivity: float, utilities: np.ndarr
 )
 def test_exponential_frequencies(epsilon: float, sensitivity: float, utilities: list[float]) -> None:
     u = np.array(utilities)
-    mech = Exponential(epsilon, sensitivity)
+    mech = Exponential(epsilon, sensitivity=sensitivity)
     law = exponential_law(epsilon, sensitivity, u)
     np.testing.assert_allclose(mech.probabilities(u), law, rtol=1e-12)
     statistic, critical = chi_square(frequencies(mech, u, 700), law)
@@ -62,7 +62,7 @@ def test_exponential_frequencies(epsilon: float, sensitivity: float, utilities: 
 def test_exponential_select_with_utilities_and_with_losses() -> None:
     """Utilities: P ∝ exp(ε u/(2Δ)); losses (seed 004): P ∝ exp(−ε ℓ/(2Δ)); select returns candidates."""
     candidates = ["a", "b", "c", "d"]
-    mech = Exponential(1.0, 2.0)
+    mech = Exponential(1.0, sensitivity=2.0)
     losses = np.array([0.0, 2.0, 4.0, 1.0])
     rng = rng_for_tests(701)
     by_loss = [mech.select(candidates, losses=losses, rng=rng) for _ in range(DRAWS)]
@@ -78,7 +78,7 @@ def test_exponential_select_with_utilities_and_with_losses() -> None:
 def test_exponential_handles_huge_utilities() -> None:
     """Utilities near 1e300 with Δ = 1e285: exp(ε u/(2Δ)) overflows, the gaps are about 0, 1, 3."""
     u = np.array([1e300, 1e300 - 1e285, 1e300 - 3e285])
-    mech = Exponential(2.0, 1e285)
+    mech = Exponential(2.0, sensitivity=1e285)
     with np.errstate(over="ignore"):
         assert np.all(np.isinf(np.exp(2.0 * u / (2 * 1e285))))  # the naive weights overflow
     gaps = 2.0 * (u.max() - u) / (2 * 1e285)  # exact differences (Sterbenz), then one rounding
@@ -87,7 +87,7 @@ def test_exponential_handles_huge_utilities() -> None:
     statistic, critical = chi_square(frequencies(mech, u, 702), law)
     assert statistic < critical
     # Gaps of 1e300 units: the lower candidate is never chosen, whatever the overflow.
-    never = Exponential(1.0, 1.0)
+    never = Exponential(1.0, sensitivity=1.0)
     rng = rng_for_tests(703)
     assert {never.select(["hi", "lo"], [1e300, -1e300], rng=rng) for _ in range(200)} == {"hi"}
 
@@ -102,7 +102,8 @@ def test_report_noisy_max_frequencies_are_permute_and_flip(
     u = np.array(utilities)
     law = permute_and_flip_law(epsilon, sensitivity, u)
     assert law.sum() == pytest.approx(1.0, rel=1e-12)
-    statistic, critical = chi_square(frequencies(ReportNoisyMax(epsilon, sensitivity), u, 800), law)
+    rnm = ReportNoisyMax(epsilon, sensitivity=sensitivity)
+    statistic, critical = chi_square(frequencies(rnm, u, 800), law)
     assert statistic < critical
 
 
@@ -114,7 +115,7 @@ def test_permute_and_flip_law_small_case_by_hand() -> None:
 
 @pytest.mark.parametrize("cls", [Exponential, ReportNoisyMax])
 def test_huge_epsilon_always_returns_a_maximum(cls: type[Exponential] | type[ReportNoisyMax]) -> None:
-    mech = cls(1e6, 1.0)
+    mech = cls(1e6, sensitivity=1.0)
     rng = rng_for_tests(900)
     unique = np.array([1.0, 5.0, 3.0, 4.0, -2.0])
     assert {mech.release(unique, rng=rng) for _ in range(300)} == {1}
@@ -126,6 +127,6 @@ def test_huge_epsilon_always_returns_a_maximum(cls: type[Exponential] | type[Rep
 
 @pytest.mark.parametrize("cls", [Exponential, ReportNoisyMax])
 def test_selection_guarantee_and_scale(cls: type[Exponential] | type[ReportNoisyMax]) -> None:
-    mech = cls(0.5, 3.0)
+    mech = cls(0.5, sensitivity=3.0)
     assert mech.scale == 2 * 3.0 / 0.5
     assert (mech.guarantee.epsilon, mech.guarantee.delta) == (0.5, 0.0)

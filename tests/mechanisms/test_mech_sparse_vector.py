@@ -20,7 +20,7 @@ FAR = 1e6
 
 
 def test_stops_after_max_positives_then_budget_is_exhausted() -> None:
-    sv = SparseVector(0.0, 1.0, max_positives=3, rng=rng_for_tests(1))
+    sv = SparseVector(0.0, epsilon=1.0, max_positives=3, rng=rng_for_tests(1))
     answers = sv.answer(np.full(10, FAR))
     assert answers.tolist() == [True, True, True]  # queries after the third positive are not answered
     assert sv.remaining == 0
@@ -29,7 +29,7 @@ def test_stops_after_max_positives_then_budget_is_exhausted() -> None:
 
 
 def test_answers_far_below_and_above() -> None:
-    sv = SparseVector(10.0, 1.0, max_positives=2, rng=rng_for_tests(2))
+    sv = SparseVector(10.0, epsilon=1.0, max_positives=2, rng=rng_for_tests(2))
     below = sv.answer(np.full(50, -FAR))
     assert below.tolist() == [False] * 50 and sv.remaining == 2  # negatives cost no positive
     mixed = sv.answer([-FAR, FAR, -FAR, -FAR, FAR, -FAR, FAR])
@@ -38,7 +38,7 @@ def test_answers_far_below_and_above() -> None:
 
 
 def test_release_is_a_fresh_run() -> None:
-    sv = SparseVector(0.0, 1.0, max_positives=1, rng=rng_for_tests(3))
+    sv = SparseVector(0.0, epsilon=1.0, max_positives=1, rng=rng_for_tests(3))
     assert sv.release([-FAR, FAR, FAR], rng=rng_for_tests(4)).tolist() == [False, True]
     assert sv.remaining == 1
     assert sv.answer([]).tolist() == []
@@ -50,7 +50,7 @@ def test_release_is_a_fresh_run() -> None:
 def test_noise_scales_are_as_documented(epsilon: float, sensitivity: float, cap: int) -> None:
     """Per run ε' = ε/c: threshold noise Lap(2Δ/ε'), query noise Lap(4Δ/ε') (Dwork & Roth, Alg. 2),
     with Δ paid on the grid as D = (floor(Δ/g) + 1)·g."""
-    sv = SparseVector(0.0, epsilon, sensitivity, max_positives=cap, rng=rng_for_tests(5))
+    sv = SparseVector(0.0, epsilon=epsilon, sensitivity=sensitivity, max_positives=cap, rng=rng_for_tests(5))
     d = (math.floor(sensitivity / sv.grid) + 1) * sv.grid
     assert sv.threshold_steps_scale * sv.grid == pytest.approx(2 * d * cap / epsilon, rel=1e-15)
     assert sv.query_steps_scale * sv.grid == pytest.approx(4 * d * cap / epsilon, rel=1e-15)
@@ -74,7 +74,7 @@ def test_answer_frequency_near_the_threshold(cap: int) -> None:
     1e-5 of them here, and the band is widened by that much."""
     runs, epsilon = 3000, 1.0
     rng = rng_for_tests(40 + cap)
-    sv = SparseVector(0.0, epsilon, max_positives=cap, rng=rng)
+    sv = SparseVector(0.0, epsilon=epsilon, max_positives=cap, rng=rng)
     a = sv.scale / 2  # half a query-noise scale above the threshold, on the grid
     assert a / sv.grid == round(a / sv.grid)
     positives = sum(bool(sv.release([a], rng=rng)[0]) for _ in range(runs))

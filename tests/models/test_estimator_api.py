@@ -46,10 +46,10 @@ def xy(n: int = 400) -> tuple[np.ndarray, np.ndarray]:
 @pytest.mark.parametrize(("cls", "public"), PUBLIC, ids=IDS)
 def test_spends_before_the_model_is_usable(tmp_path: Any, cls: Any, public: dict[str, Any]) -> None:
     x, y = xy()
-    ledger = bdp.Ledger(tmp_path / "budget.db", bdp.Guarantee(1.5, 1e-5, relation="replace_one"))
+    ledger = bdp.Ledger(tmp_path / "budget.db", budget=bdp.Guarantee(1.5, delta=1e-5, relation="replace_one"))
     est = cls(epsilon=1.0, ledger=ledger, **public)
     if isinstance(est, StandardScaler | GaussianNB | CategoricalNB | KMeans | LinearRegression | PCA):
-        ledger = bdp.Ledger(tmp_path / "add.db", bdp.Guarantee(1.5, 1e-5))
+        ledger = bdp.Ledger(tmp_path / "add.db", budget=bdp.Guarantee(1.5, delta=1e-5))
         est.set_params(ledger=ledger)
     est.fit(x, y)
     assert ledger.history()[-1].guarantee == est.guarantee
@@ -105,7 +105,7 @@ def test_pipeline_and_clone_keep_the_guarantee() -> None:
 
 
 def test_a_pickled_or_cloned_estimator_spends_from_the_same_ledger(tmp_path: Any) -> None:
-    ledger = bdp.Ledger(tmp_path / "budget.db", bdp.Guarantee(2.0))
+    ledger = bdp.Ledger(tmp_path / "budget.db", budget=bdp.Guarantee(2.0))
     est = GaussianNB(bounds=(0, 1), classes=[0, 1], ledger=ledger)
     assert clone(est).ledger is ledger
     restored = pickle.loads(pickle.dumps(est))

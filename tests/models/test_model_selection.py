@@ -29,7 +29,7 @@ def test_naive_holdout_reports_exact_holdout_accuracy_and_picks_the_best() -> No
         SkGaussianNB(),
         DecisionTreeClassifier(random_state=0),
     ]
-    result = select(models, xt, yt, holdout=NaiveHoldout(valid, hold))
+    result = select(models, xt, yt, holdout=NaiveHoldout(valid, holdout=hold))
     expected = [float(np.mean(m.predict(hold.X) == hold.y)) for m in models]
     assert list(result.scores) == expected
     assert result.index == int(np.argmax(expected)) and result.model is models[result.index]
@@ -38,7 +38,8 @@ def test_naive_holdout_reports_exact_holdout_accuracy_and_picks_the_best() -> No
 
 def test_reusable_holdout_reports_its_guarantee_and_private_candidates_fit() -> None:
     xt, yt, valid, hold = split()
-    holdout = bdp.ReusableHoldout(valid, hold, threshold=0.02, sigma=0.01, budget=5, rng=bdp.rng_for_tests(1))
+    holdout = bdp.ReusableHoldout(valid, holdout=hold, threshold=0.02, sigma=0.01, budget=5,
+                                  rng=bdp.rng_for_tests(1))
     models = [
         GaussianNB(bounds=(0, 1), classes=[0, 1], rng=bdp.rng_for_tests(2)),
         DecisionTreeClassifier(random_state=0),
@@ -53,7 +54,8 @@ def test_reusable_holdout_reports_its_guarantee_and_private_candidates_fit() -> 
 
 def test_refused_candidates_score_none_and_an_all_refused_selection_raises() -> None:
     xt, yt, valid, hold = split()
-    holdout = bdp.ReusableHoldout(valid, hold, threshold=1e-6, sigma=1e-6, budget=1, rng=bdp.rng_for_tests(3))
+    holdout = bdp.ReusableHoldout(valid, holdout=hold, threshold=1e-6, sigma=1e-6, budget=1,
+                                  rng=bdp.rng_for_tests(3))
     trees = [DecisionTreeClassifier(max_depth=d, random_state=0) for d in (1, 2, 3)]
     holdout.query_means(0.0, 1.0)  # a gap of 1 overflows: the single unit of budget is spent
     with pytest.raises(BudgetExhausted):
@@ -62,14 +64,14 @@ def test_refused_candidates_score_none_and_an_all_refused_selection_raises() -> 
 
 def test_bad_arguments_name_the_parameter() -> None:
     xt, yt, valid, hold = split()
-    naive = NaiveHoldout(valid, hold)
+    naive = NaiveHoldout(valid, holdout=hold)
     with pytest.raises(InvalidParameter, match="candidates"):
         select([OLS()], xt, yt, holdout=naive)
     with pytest.raises(InvalidParameter, match="holdout"):
         select([SkGaussianNB()], xt, yt, holdout=None)  # type: ignore[arg-type]
     with pytest.raises(DataError, match="Labelled"):  # built on the holdout size only
-        select([SkGaussianNB()], xt, yt, holdout=NaiveHoldout(None, len(hold)))
+        select([SkGaussianNB()], xt, yt, holdout=NaiveHoldout(None, holdout=len(hold)))
     with pytest.raises(DataError, match="Labelled"):  # built on bare feature arrays
-        select([SkGaussianNB()], xt, yt, holdout=NaiveHoldout(valid.X, hold.X))
+        select([SkGaussianNB()], xt, yt, holdout=NaiveHoldout(valid.X, holdout=hold.X))
     with pytest.raises(DataError, match="999 rows"):
         Labelled(hold.X[:999], hold.y)

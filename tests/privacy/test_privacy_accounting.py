@@ -32,7 +32,7 @@ class FakeNoise:
     guarantee: Guarantee = field(init=False)
 
     def __post_init__(self):
-        noise = Noise(self.noise, self.scale, self.sensitivity, grid=self.grid)
+        noise = Noise(self.noise, scale=self.scale, sensitivity=self.sensitivity, grid=self.grid)
         self.guarantee = Guarantee(self.epsilon, noise=(noise,))
 
 
@@ -50,7 +50,8 @@ class FakeGaussian:
     @property
     def guarantee(self):
         # an (ε, δ) statement; the accountants must use the noise, not these numbers
-        return Guarantee(5.0, 1e-5, noise=(Noise(self.noise, self.scale, self.sensitivity),))
+        noise = Noise(self.noise, scale=self.scale, sensitivity=self.sensitivity)
+        return Guarantee(5.0, delta=1e-5, noise=(noise,))
 
 
 @dataclass
@@ -75,12 +76,12 @@ def gdp_epsilon(mu, delta):
 
 
 def test_basic_sums_and_rejects_delta():
-    g = compose([Guarantee(0.1, 1e-7)] * 10)
+    g = compose([Guarantee(0.1, delta=1e-7)] * 10)
     assert g.epsilon == 1.0 and g.delta == pytest.approx(1e-6, rel=1e-15)
     with pytest.raises(InvalidParameter, match="delta"):
         compose([Guarantee(1)], delta=1e-6)
     with pytest.raises(InvalidParameter, match="delta"):
-        compose([Guarantee(1, 0.6)] * 2)
+        compose([Guarantee(1, delta=0.6)] * 2)
 
 
 @pytest.mark.parametrize(
@@ -94,9 +95,9 @@ def test_basic_sums_and_rejects_delta():
         ([Guarantee(1)], "zcdp", 1.5, "delta"),
         ([Guarantee(1), Guarantee(1, unit="user")], "pld", 1e-6, "unit"),
         ([Guarantee(1), Guarantee(1, relation="replace_one")], "zcdp", 1e-6, "relation"),
-        ([Guarantee(1, 1e-6)], "zcdp", 1e-6, "zCDP"),
-        ([Guarantee(1, 1e-6)], "rdp", 1e-6, "zCDP"),
-        ([Guarantee(1, 1e-3)], "pld", 1e-6, "delta"),
+        ([Guarantee(1, delta=1e-6)], "zcdp", 1e-6, "zCDP"),
+        ([Guarantee(1, delta=1e-6)], "rdp", 1e-6, "zCDP"),
+        ([Guarantee(1, delta=1e-3)], "pld", 1e-6, "delta"),
     ],
 )
 def test_bad_compositions_name_the_problem(items, method, delta, name):
@@ -106,7 +107,7 @@ def test_bad_compositions_name_the_problem(items, method, delta, name):
 
 def test_advanced_matches_drv_formula_and_never_loses_to_basic():
     k, eps, slack = 100, 0.1, 1e-6
-    g = compose([Guarantee(eps, 1e-9)] * k, "advanced", slack)
+    g = compose([Guarantee(eps, delta=1e-9)] * k, "advanced", slack)
     drv = math.sqrt(2 * k * math.log(1 / slack)) * eps + k * eps * math.expm1(eps)
     assert g.epsilon == pytest.approx(drv, rel=1e-12)
     assert g.delta == pytest.approx(k * 1e-9 + slack, rel=1e-12)
@@ -174,8 +175,8 @@ def test_pld_agrees_with_dp_accounting_and_the_exact_gaussian():
 
 
 def test_plain_guarantees_enter_pld_through_their_parameters():
-    g = compose([Guarantee(0.1, 1e-8)] * 50, "pld", 1e-6)
-    assert g.epsilon < compose([Guarantee(0.1, 1e-8)] * 50, "advanced", 1e-6 - 5e-7).epsilon
+    g = compose([Guarantee(0.1, delta=1e-8)] * 50, "pld", 1e-6)
+    assert g.epsilon < compose([Guarantee(0.1, delta=1e-8)] * 50, "advanced", 1e-6 - 5e-7).epsilon
     assert g.delta == 1e-6
 
 
@@ -198,7 +199,8 @@ class LatticeGaussian:
 
     @property
     def guarantee(self):
-        return Guarantee(5.0, 1e-5, noise=(Noise(self.noise, self.scale, self.sensitivity, grid=self.grid),))
+        noise = Noise(self.noise, scale=self.scale, sensitivity=self.sensitivity, grid=self.grid)
+        return Guarantee(5.0, delta=1e-5, noise=(noise,))
 
 
 @pytest.mark.parametrize(
@@ -257,14 +259,15 @@ def test_composition_is_monotone(eps, extra):
 
 def test_a_guarantee_of_several_noises_composes_as_all_of_them():
     """(laplace ×3, gaussian) in one guarantee accounts exactly as the four items apart."""
-    lap, gauss = Noise("laplace", 5.0, 1.0, repetitions=3), Noise("gaussian", 4.0, 1.0)
-    composite = Guarantee(0.6 + 5.0, 1e-5, noise=(lap, gauss))  # as the items apart state
+    lap = Noise("laplace", scale=5.0, sensitivity=1.0, repetitions=3)
+    gauss = Noise("gaussian", scale=4.0, sensitivity=1.0)
+    composite = Guarantee(0.6 + 5.0, delta=1e-5, noise=(lap, gauss))  # as the items apart state
     apart = [laplace(5.0)] * 3 + [FakeGaussian(4.0)]
     for method in ("zcdp", "rdp", "pld"):
         assert compose([composite], method, 1e-6).epsilon == pytest.approx(
             compose(apart, method, 1e-6).epsilon, rel=1e-9), method
     # a noise the accountants do not know makes the guarantee count by its stated ε, δ
-    selection = Guarantee(1.0, noise=(Noise("exponential", 2.0, 1.0), lap))
+    selection = Guarantee(1.0, noise=(Noise("exponential", scale=2.0, sensitivity=1.0), lap))
     assert compose([selection] * 2, "pld", 1e-6).epsilon == pytest.approx(2.0, abs=2e-3)
 
 
@@ -282,4 +285,4 @@ def test_bad_noise_descriptions_name_the_parameter(kwargs, name):
     with pytest.raises(InvalidParameter, match=name):
         Noise(**kwargs)
     with pytest.raises(InvalidParameter, match="noise"):
-        Guarantee(1.0, noise=Noise("laplace", 1.0, 1.0))
+        Guarantee(1.0, noise=Noise("laplace", scale=1.0, sensitivity=1.0))

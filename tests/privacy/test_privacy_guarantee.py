@@ -33,7 +33,7 @@ def test_bad_input_names_the_parameter(kwargs, name):
 
 
 def test_printable_and_equal_ignoring_noise():
-    g = Guarantee(0.5, 1e-6, unit="user")
+    g = Guarantee(0.5, delta=1e-6, unit="user")
     assert str(g) == "ε=0.5, δ=1e-06 per user (add/remove neighbours)"
     assert str(Guarantee(1)) == "ε=1 per row (add/remove neighbours)"
     assert str(Guarantee(1, relation="replace_one")) == "ε=1 per row (replace-one neighbours)"
@@ -52,7 +52,7 @@ def test_zcdp_states_epsilon_by_bun_steinke():
 
 
 def test_addition_is_basic_composition():
-    a, b = Guarantee(0.5, 1e-7), Guarantee(0.25, 2e-7)
+    a, b = Guarantee(0.5, delta=1e-7), Guarantee(0.25, delta=2e-7)
     c = a + b
     assert (c.epsilon, c.delta) == (0.75, pytest.approx(3e-7, rel=1e-15))
     total = sum([a, b, a])
@@ -70,7 +70,7 @@ def test_adding_different_relations_or_units_is_refused():
 
 
 def test_group_privacy():
-    g = Guarantee(0.5, 1e-6, noise=(LAP,))
+    g = Guarantee(0.5, delta=1e-6, noise=(LAP,))
     g3 = g.group(3)
     assert g3.epsilon == 1.5
     # δ(1 + e^ε + e^{2ε}), below the textbook k·e^{(k−1)ε}·δ
@@ -80,15 +80,15 @@ def test_group_privacy():
     assert g.group(4, unit="household").unit == "household"
     assert g.group(1) == g
     assert Guarantee.zcdp(0.1, delta=1e-6).group(3).rho == pytest.approx(0.9, rel=1e-15)
-    assert Guarantee(0.0, 1e-3).group(5).delta == pytest.approx(5e-3, rel=1e-15)
+    assert Guarantee(0.0, delta=1e-3).group(5).delta == pytest.approx(5e-3, rel=1e-15)
     with pytest.raises(InvalidParameter, match="k"):
         g.group(0)
     with pytest.raises(InvalidParameter, match="k=40"):
-        Guarantee(1, 1e-3).group(40)
+        Guarantee(1, delta=1e-3).group(40)
 
 
 def test_relation_conversion_follows_dwork_remark_2_1():
-    g = Guarantee(0.7, 1e-6)
+    g = Guarantee(0.7, delta=1e-6)
     r = g.to_relation("replace_one")
     assert r.relation == "replace_one"
     assert r.epsilon == pytest.approx(1.4, rel=1e-15)
@@ -109,19 +109,20 @@ def test_relation_conversion_follows_dwork_remark_2_1():
     st.integers(1, 6),
 )
 def test_group_is_monotone_in_k(eps, delta, j, k):
-    g = Guarantee(eps, delta)
+    g = Guarantee(eps, delta=delta)
     lo, hi = g.group(min(j, k)), g.group(max(j, k))
     assert lo.epsilon <= hi.epsilon and lo.delta <= hi.delta
 
 
-CHAIN = Dependence("pufferfish", "a 2-state Markov chain", "c0ffee", 100)
+CHAIN = Dependence("pufferfish", model="a 2-state Markov chain", fingerprint="c0ffee", length=100)
 
 
 def test_guarantees_under_different_dependence_assumptions_never_compose():
     correlated = Guarantee(1.0, relation="replace_one", unit="record", dependence=CHAIN)
     independent = Guarantee(1.0, relation="replace_one", unit="record")
     other = Guarantee(1.0, relation="replace_one", unit="record",
-                      dependence=Dependence("pufferfish", "a 2-state Markov chain", "beef", 100))
+                      dependence=Dependence("pufferfish", model="a 2-state Markov chain",
+                                            fingerprint="beef", length=100))
     for a, b in [(correlated, independent), (independent, correlated), (correlated, other)]:
         with pytest.raises(InvalidParameter, match=r"dependence=.*dependence=") as err:
             compose([a, b])

@@ -25,22 +25,23 @@ class Lap:
 
     def __init__(self, epsilon):
         self.scale, self.sensitivity = 1 / epsilon, 1.0
-        self.guarantee = Guarantee(epsilon, noise=(Noise(self.noise, self.scale, self.sensitivity),))
+        noise = Noise(self.noise, scale=self.scale, sensitivity=self.sensitivity)
+        self.guarantee = Guarantee(epsilon, noise=(noise,))
 
 
 def test_basic_spend_history_and_remaining(tmp_path):
-    led = Ledger(tmp_path / "l.db", budget=Guarantee(1.0, 1e-6, unit="user"))
-    assert led.remaining() == Guarantee(1.0, 1e-6, unit="user")
+    led = Ledger(tmp_path / "l.db", budget=Guarantee(1.0, delta=1e-6, unit="user"))
+    assert led.remaining() == Guarantee(1.0, delta=1e-6, unit="user")
     for i in range(9):
-        led.spend(Guarantee(0.1, 1e-7, unit="user"), f"q{i}")
+        led.spend(Guarantee(0.1, delta=1e-7, unit="user"), f"q{i}")
     assert led.remaining().epsilon == pytest.approx(0.1, abs=1e-12)
-    rec = led.spend(Guarantee(0.1, 1e-7, unit="user"), "last")
+    rec = led.spend(Guarantee(0.1, delta=1e-7, unit="user"), "last")
     assert rec.label == "last" and abs(rec.time - time.time()) < 60
     with pytest.raises(BudgetExceeded, match=r"remaining: ε=0 per user"):
         led.spend(Guarantee(0.01, unit="user"), "one too many")
     hist = Ledger(tmp_path / "l.db").history()  # reopened from disk
     assert [h.label for h in hist] == [f"q{i}" for i in range(9)] + ["last"]
-    assert hist[0].guarantee == Guarantee(0.1, 1e-7, unit="user")
+    assert hist[0].guarantee == Guarantee(0.1, delta=1e-7, unit="user")
     assert led.spent() == compose([h.guarantee for h in hist])
 
 
@@ -54,7 +55,7 @@ def test_refused_spend_records_nothing_and_names_what_remains(tmp_path):
 
 
 def test_zcdp_accounting_beats_basic(tmp_path):
-    budget = Guarantee(4.0, 1e-5)
+    budget = Guarantee(4.0, delta=1e-5)
     z = Ledger(tmp_path / "z.db", budget=budget, accounting="zcdp")
     for i in range(50):  # basic: 5.0, over budget
         z.spend(Lap(0.1), f"z{i}")
@@ -68,7 +69,7 @@ def test_zcdp_accounting_beats_basic(tmp_path):
 
 
 def test_pld_accounting_beats_basic_and_keeps_the_noise(tmp_path):
-    p = Ledger(tmp_path / "p.db", budget=Guarantee(2.9, 1e-5), accounting="pld")
+    p = Ledger(tmp_path / "p.db", budget=Guarantee(2.9, delta=1e-5), accounting="pld")
     for i in range(15):  # basic: 3.0, over budget; PLD: 2.81
         p.spend(Lap(0.2), f"p{i}")
     assert p.spent().epsilon == pytest.approx(compose([Lap(0.2)] * 15, "pld", 1e-5).epsilon)
@@ -371,9 +372,10 @@ def test_backup_copies_the_wal_too_and_never_overwrites(tmp_path):
 
 def test_a_composite_spend_keeps_all_its_noises(tmp_path):
     """One spend of two noises (three Laplace draws and a Gaussian) counts as all of them."""
-    lap, gauss = Noise("laplace", 5.0, 1.0, repetitions=3), Noise("gaussian", 4.0, 1.0)
-    both = Guarantee(0.6 + 1.5, 1e-6, noise=(lap, gauss))
-    z = Ledger(tmp_path / "z.db", budget=Guarantee(4.0, 1e-5), accounting="zcdp")
+    lap = Noise("laplace", scale=5.0, sensitivity=1.0, repetitions=3)
+    gauss = Noise("gaussian", scale=4.0, sensitivity=1.0)
+    both = Guarantee(0.6 + 1.5, delta=1e-6, noise=(lap, gauss))
+    z = Ledger(tmp_path / "z.db", budget=Guarantee(4.0, delta=1e-5), accounting="zcdp")
     z.spend(both, "composite")
     rho = 3 * 0.2**2 / 2 + 1 / (2 * 16)
     assert Ledger(tmp_path / "z.db").remaining().rho == pytest.approx(z.remaining().rho, rel=1e-15)
@@ -384,7 +386,7 @@ def test_a_composite_spend_keeps_all_its_noises(tmp_path):
 def test_spends_recorded_before_noise_had_a_family_still_count_their_noise(tmp_path):
     """Rows written when a spend stored one noise as {"kind": ...} read back as that noise."""
     path = tmp_path / "old.db"
-    Ledger(path, budget=Guarantee(2.9, 1e-5), accounting="pld").close()
+    Ledger(path, budget=Guarantee(2.9, delta=1e-5), accounting="pld").close()
     old = ('{"kind": "laplace", "scale": 5.0, "sensitivity": 1.0, "grid": null, "epsilon": 0.0, '
            '"categories": 0}')
     with sqlite3.connect(path) as conn:
@@ -393,12 +395,13 @@ def test_spends_recorded_before_noise_had_a_family_still_count_their_noise(tmp_p
             "VALUES (?, 0, 0.2, 0, NULL, 'add_remove', 'row', ?)", [(f"p{i}", old) for i in range(15)])
         conn.execute("PRAGMA user_version = 15")
     led = Ledger(path)
-    assert led.history()[0].guarantee.noise == (Noise("laplace", 5.0, 1.0),)
+    assert led.history()[0].guarantee.noise == (Noise("laplace", scale=5.0, sensitivity=1.0),)
     assert led.spent().epsilon == pytest.approx(compose([Lap(0.2)] * 15, "pld", 1e-5).epsilon)
 
 
 def test_a_ledger_keeps_one_dependence_assumption(tmp_path):
-    chain = Dependence("bdp", "a 2-state Markov chain", "c0ffee", 50, explanation="words")
+    chain = Dependence("bdp", model="a 2-state Markov chain", fingerprint="c0ffee", length=50,
+                       explanation="words")
     spend = Guarantee(0.3, relation="replace_one", dependence=chain)
     budget = Guarantee(1.0, relation="replace_one", dependence=chain)
     led = Ledger(tmp_path / "c.db", budget=budget)

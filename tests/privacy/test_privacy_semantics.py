@@ -41,7 +41,7 @@ def sig(x, digits):
 
 @pytest.mark.parametrize(("eps", "delta", "n", "ok", "e1", "d1", "p01", "p50", "mab"), TABLE)
 def test_semantics_table(eps, delta, n, ok, e1, d1, p01, p50, mab):
-    g = Guarantee(eps, delta)
+    g = Guarantee(eps, delta=delta)
     n = int(n)
     formula_eps, formula_delta, pre = ks_formula(eps, delta, n)
     assert pre is ok
@@ -62,9 +62,9 @@ def test_semantic_precondition_boundary_and_bad_n():
     # δ < (1 − e^{−ε})²/n is strict
     eps, n = 0.5, 100
     thr = math.expm1(-eps) ** 2 / n
-    assert Guarantee(eps, thr * (1 - 1e-9)).semantic(n).holds
-    assert not Guarantee(eps, thr).semantic(n).holds
-    assert not Guarantee(0.0, 1e-12).semantic(1).holds
+    assert Guarantee(eps, delta=thr * (1 - 1e-9)).semantic(n).holds
+    assert not Guarantee(eps, delta=thr).semantic(n).holds
+    assert not Guarantee(0.0, delta=1e-12).semantic(1).holds
     for bad in (0, -3, 2.5, "x"):
         with pytest.raises(InvalidParameter, match="n"):
             Guarantee(1).semantic(bad)
@@ -108,7 +108,7 @@ def test_posterior_at_most_one_and_increasing_in_epsilon(e1, e2, p):
 @settings(max_examples=80, deadline=None)
 @given(st.floats(0, 5), st.floats(0, 0.5), st.floats(0, 1), st.floats(0, 1))
 def test_tradeoff_is_convex_symmetric_and_bounded(eps, delta, a1, a2):
-    g = Guarantee(eps, delta)
+    g = Guarantee(eps, delta=delta)
     f = g.tradeoff
     mid = (a1 + a2) / 2
     assert f(mid) <= (f(a1) + f(a2)) / 2 + 1e-12  # convex
@@ -124,12 +124,12 @@ def test_tradeoff_is_convex_symmetric_and_bounded(eps, delta, a1, a2):
 
 def test_rare_output_mass_is_lemma_3_3_part_2():
     assert rare_output_mass(Guarantee(1.0)) == 0.0
-    assert rare_output_mass(Guarantee(0.5, 1e-6)) == pytest.approx(2e-6 / (1 - math.exp(-0.5)))
-    assert rare_output_mass(Guarantee(0.0, 1e-6)) == math.inf
+    assert rare_output_mass(Guarantee(0.5, delta=1e-6)) == pytest.approx(2e-6 / (1 - math.exp(-0.5)))
+    assert rare_output_mass(Guarantee(0.0, delta=1e-6)) == math.inf
 
 
 def test_huge_epsilon_gives_vacuous_figures_not_overflow():
-    g = Guarantee(1000.0, 1e-9)
+    g = Guarantee(1000.0, delta=1e-9)
     # e^{3ε} overflows: the trivial bound 1 is reported, never inf (issue: outputs are finite).
     assert g.semantic(10).epsilon == 1.0 and not g.semantic(10).informative
     assert g.posterior(0.01) == 1.0 and g.min_total_error() == 0.0
@@ -148,15 +148,15 @@ def test_explain_states_the_delta_rule_and_composition():
     assert "0.649" in pure and "Thm 2.2" in pure and "adds up" in pure
     assert "ten releases like this one: ε=5;" in pure
     assert "50%" in pure and "62.2%" in pure
-    ok = Guarantee(0.1, 1e-6).explain(n=1000, prior=0.2)
+    ok = Guarantee(0.1, delta=1e-6).explain(n=1000, prior=0.2)
     assert "δ ≪ ε²/n" in ok and "0.413" in ok and "0.216" in ok
     assert "ε=1, δ=1e-05;" in ok
-    bad = Guarantee(0.1, 1e-6).explain(n=10**6)
+    bad = Guarantee(0.1, delta=1e-6).explain(n=10**6)
     assert "no semantic guarantee follows" in bad and "δ ≪ ε²/n" in bad
-    unknown = Guarantee(0.1, 1e-6, unit="patient").explain()
+    unknown = Guarantee(0.1, delta=1e-6, unit="patient").explain()
     assert "ε²/n" in unknown and "9.06e+03 patients" in unknown
-    assert "no number of records" in Guarantee(0.0, 1e-6).explain()
-    assert "nothing bounds how often" in Guarantee(0.0, 1e-6).explain()
+    assert "no number of records" in Guarantee(0.0, delta=1e-6).explain()
+    assert "nothing bounds how often" in Guarantee(0.0, delta=1e-6).explain()
     # the rare-output caveat: Lemma 3.3(2) mass and the posterior at 2ε
     assert "2.1e-05" in ok and "giving 0.234," in ok
     assert "says nothing" in Guarantee(2).explain()
@@ -183,9 +183,9 @@ def random_joint_prior(rng, k, n):
     [
         (RR(0.1), 2, 3),
         (RR(0.5), 2, 4),
-        (RR(1.0, 3), 3, 3),
+        (RR(1.0, categories=3), 3, 3),
         (DLapCount(0.5), 2, 4),
-        (DLapCount(1.0, 2), 3, 3),
+        (DLapCount(1.0, sensitivity=2), 3, 3),
     ],
 )
 def test_theorem_2_2_holds_for_random_correlated_priors(mech, k, n):
@@ -253,7 +253,7 @@ def test_bayes_check_bad_input():
     with pytest.raises(InvalidParameter, match="prior"):
         bayes_check(RR(1), [0, 1], p3 * 2)
     with pytest.raises(InvalidParameter, match="smaller world"):  # 3^8 × 3^8 cells
-        bayes_check(RR(1, 3), [0, 1, 2], np.full((3,) * 8, 3.0**-8))
+        bayes_check(RR(1, categories=3), [0, 1, 2], np.full((3,) * 8, 3.0**-8))
     with pytest.raises(InvalidParameter, match="records"):
         bayes_check(RR(1), [0], np.ones(1))
     with pytest.raises(InvalidParameter, match="records"):

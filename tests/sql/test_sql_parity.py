@@ -134,7 +134,7 @@ def test_select_order_is_kept(events, meta):
 
 
 def test_ledger_records_the_spend(events, meta, tmp_path):
-    ledger = bdp.Ledger(tmp_path / "budget.db", budget=bdp.Guarantee(1.0, 1e-5, unit="user_id"))
+    ledger = bdp.Ledger(tmp_path / "budget.db", budget=bdp.Guarantee(1.0, delta=1e-5, unit="user_id"))
     bdp.sql("SELECT COUNT(*) FROM events", {"events": events}, metadata=meta, epsilon=0.25,
             ledger=ledger, rng=bdp.rng_for_tests(1))
     assert ledger.spent().epsilon == pytest.approx(0.25)

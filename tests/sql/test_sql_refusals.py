@@ -112,7 +112,7 @@ def test_caret_window_on_long_lines(events, meta):
 
 
 def test_a_refused_post_processing_spends_nothing(events, meta, tmp_path):
-    ledger = bdp.Ledger(tmp_path / "budget.db", budget=bdp.Guarantee(1.0, 1e-5, unit="user_id"))
+    ledger = bdp.Ledger(tmp_path / "budget.db", budget=bdp.Guarantee(1.0, delta=1e-5, unit="user_id"))
     with pytest.raises(SqlError, match="LN on released values"):
         bdp.sql("SELECT campaign, COUNT(*) FROM events GROUP BY campaign HAVING LN(COUNT(*)) > 1",
                 {"events": events}, metadata=meta, epsilon=0.5, ledger=ledger)

@@ -67,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
         group_dp_scale,
     )
 
-    chain = MarkovChain(read_matrix(args.transition), args.initial)
-    mech = MarkovQuiltMechanism(chain, args.length, args.epsilon, args.lipschitz,
+    chain = MarkovChain(read_matrix(args.transition), initial=args.initial)
+    mech = MarkovQuiltMechanism(chain, length=args.length, epsilon=args.epsilon, lipschitz=args.lipschitz,
                                 method=args.method, notion=args.notion)
     cal = mech.calibration
     group = group_dp_scale(args.length, args.epsilon)

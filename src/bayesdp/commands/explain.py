@@ -39,7 +39,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from bayesdp.privacy import Guarantee
 
-    g = Guarantee(args.epsilon, args.delta, relation=args.relation, unit=args.unit)
+    g = Guarantee(args.epsilon, delta=args.delta, relation=args.relation, unit=args.unit)
     text = g.explain(n=args.n, prior=args.prior)
     if not args.json:
         Console().print(escape(text), highlight=False)

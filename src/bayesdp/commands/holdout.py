@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     with duckdb_errors(f"cannot read the holdout file {args.holdout}"):
         hold_means = statistical_means(holdout, checked)
     h = ReusableHoldout(
-        None, n, threshold=args.threshold, sigma=args.sigma, budget=args.budget,
+        None, holdout=n, threshold=args.threshold, sigma=args.sigma, budget=args.budget,
         threshold_noise=args.threshold_noise, compare_noise=args.compare_noise,
         rng=None if args.seed is None else rng_for_tests(args.seed),
     )

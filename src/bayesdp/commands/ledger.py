@@ -48,7 +48,7 @@ def run_init(args: argparse.Namespace) -> int:
 
     if args.path.exists():
         raise LedgerError(f"{args.path} already exists; it was not overwritten")
-    budget = Guarantee(args.epsilon, args.delta, relation=args.relation, unit=args.unit)
+    budget = Guarantee(args.epsilon, delta=args.delta, relation=args.relation, unit=args.unit)
     with Ledger(args.path, budget=budget, accounting=args.accounting) as led:
         Console().print(
             escape(f"created ledger {args.path}: budget {led.budget}, {led.accounting} accounting"),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -62,6 +62,7 @@ class MarkovChain:
     """
 
     transition: np.ndarray
+    _: KW_ONLY
     initial: Any = "stationary"
     _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -157,7 +158,7 @@ class MarkovChain:
         """The time reversal P*_xy = π_y P_yx / π_x (Levin, Peres & Wilmer 2009, Sec. 1.6)."""
         pi = self.stationary
         rev = (self.transition.T * pi[None, :]) / pi[:, None]
-        return MarkovChain(rev, "stationary")
+        return MarkovChain(rev, initial="stationary")
 
     @property
     def eigengap_reversible(self) -> float:
@@ -197,7 +198,7 @@ class MarkovChain:
             raise DataError(
                 "a state is never left in the sequences, so its transition row is unknown: pass "
                 "pseudocount > 0", private_detail=f"state {int(np.flatnonzero(rows == 0)[0])}")
-        return cls(counts / rows[:, None], initial)
+        return cls(counts / rows[:, None], initial=initial)
 
     def __repr__(self) -> str:
         init = self.initial if isinstance(self.initial, str) else "given"
@@ -243,6 +244,7 @@ class ChainClass:
     """
 
     chains: tuple[MarkovChain, ...] = ()
+    _: KW_ONLY
     pi_min: float | None = None
     eigengap: float | None = None
 
@@ -270,7 +272,7 @@ class ChainClass:
     @classmethod
     def bounds(cls, pi_min: float, eigengap: float) -> ChainClass:
         """Every ergodic chain with min π ≥ pi_min and eigengap ≥ eigengap (possibly infinitely many)."""
-        return cls((), pi_min, eigengap)
+        return cls((), pi_min=pi_min, eigengap=eigengap)
 
     @property
     def is_finite(self) -> bool:

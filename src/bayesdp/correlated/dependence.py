@@ -63,5 +63,5 @@ def _parameters(model: Any) -> list[Any]:
 def dependence_for(model: Any, notion: str, length: int, *, detail: str = "",
                    explanation: str = "") -> Dependence:
     """The Dependence of a guarantee that holds for `length` records correlated as `model`."""
-    return Dependence(notion, describe_model(model), fingerprint(model), length,  # type: ignore[arg-type]
+    return Dependence(notion, model=describe_model(model), fingerprint=fingerprint(model), length=length,  # type: ignore[arg-type]
                       detail=detail, explanation=explanation)

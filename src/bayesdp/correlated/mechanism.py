@@ -69,8 +69,8 @@ class MarkovQuiltMechanism:
     most 2^50 grid steps.
     """
 
-    def __init__(self, model: Any, length: int | None, epsilon: float, lipschitz: float = 2.0,
-                 method: str = "exact", notion: str = "pufferfish", *,
+    def __init__(self, model: Any, *, length: int | None, epsilon: float, lipschitz: float = 2.0,
+                 method: str = "exact", notion: str = "pufferfish",
                  states: int | None = None) -> None:
         self.model = model
         self.epsilon = check_epsilon(epsilon)
@@ -90,7 +90,7 @@ class MarkovQuiltMechanism:
         words = explain_quilt(self.epsilon, notion, describe_model(model), self.length, method, cal)
         noise = Noise("laplace", scale=self.scale, sensitivity=self.lipschitz, grid=self.grid)
         self._guarantee = Guarantee(
-            self.epsilon, 0.0, relation="replace_one", unit="record", noise=(noise,),
+            self.epsilon, delta=0.0, relation="replace_one", unit="record", noise=(noise,),
             dependence=dependence_for(model, notion, self.length, detail=detail,
                                       explanation=words),
         )

@@ -40,7 +40,7 @@ class BayesianNetwork:
     and sums to 1 over its last axis. Nodes keep the order of `parents`.
     """
 
-    def __init__(self, parents: Mapping[str, Sequence[str]], cpts: Mapping[str, Any]) -> None:
+    def __init__(self, parents: Mapping[str, Sequence[str]], *, cpts: Mapping[str, Any]) -> None:
         self.nodes: tuple[str, ...] = tuple(parents)
         if len(self.nodes) < 2:
             raise invalid("parents", dict(parents), "a mapping over at least two nodes")
@@ -100,7 +100,7 @@ class BayesianNetwork:
             table = values.reshape(shape)  # (var, ev_1, ..., ev_m)
             parents[var], cpts[var] = ev, np.moveaxis(table, 0, -1)
         ordered = {str(v): parents[str(v)] for v in model.nodes()}
-        return cls(ordered, cpts)
+        return cls(ordered, cpts=cpts)
 
     def index(self, node: str) -> int:
         if node not in self.cardinality:

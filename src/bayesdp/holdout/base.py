@@ -19,7 +19,7 @@ class HoldoutBase(ABC):
     `holdout` may be an integer (the holdout size) when the caller only uses `query_means`.
     """
 
-    def __init__(self, train: Any, holdout: Any) -> None:
+    def __init__(self, train: Any, *, holdout: Any) -> None:
         if isinstance(holdout, int | np.integer) and not isinstance(holdout, bool):
             if holdout < 1:
                 raise invalid("holdout", holdout, "a data set or a positive holdout size")

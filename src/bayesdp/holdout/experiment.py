@@ -84,14 +84,14 @@ def _repetition(
     phi_hold, clip_h = _bounded_correlations(x[1], y[1])
     unit = 2 * CLIP  # φ = clip(x·y)/8 + 1/2 shrinks differences by 8
     corr_holdout = ReusableHoldout(
-        None, n, threshold=threshold / unit, sigma=scale / unit, budget=budget,
+        None, holdout=n, threshold=threshold / unit, sigma=scale / unit, budget=budget,
         threshold_noise=scale / unit, compare_noise=scale / unit, rng=rng,
     )
     answers = corr_holdout.query_means(phi_train, phi_hold)
     assert isinstance(answers, list)
     corr_thr = (np.array([a.value for a in answers], dtype=np.float64) - 0.5) * unit
     acc_holdout = ReusableHoldout(
-        None, n, threshold=threshold, sigma=scale, budget=budget,
+        None, holdout=n, threshold=threshold, sigma=scale, budget=budget,
         threshold_noise=scale, compare_noise=scale, rng=rng,
     )
     std = _accuracies(x, y, corr[0], corr[1], ks, tol)

@@ -24,7 +24,7 @@ LOSSES: dict[str, Loss] = {"zero_one": zero_one}
 class Leaderboard:
     """Scores submissions on held-out labels; the base of the Ladder and the naive (Kaggle) board."""
 
-    def __init__(self, labels: Any, loss: str | Loss = "zero_one") -> None:
+    def __init__(self, labels: Any, *, loss: str | Loss = "zero_one") -> None:
         self.labels = np.asarray(labels)
         if self.labels.ndim != 1 or self.labels.size == 0:
             raise invalid("labels", f"shape {self.labels.shape}", "a non-empty 1-D array")
@@ -71,8 +71,8 @@ class Leaderboard:
 class NaiveLeaderboard(Leaderboard):
     """The Kaggle-style board: every submission's holdout loss, rounded to `digits` decimals."""
 
-    def __init__(self, labels: Any, loss: str | Loss = "zero_one", *, digits: int = 5) -> None:
-        super().__init__(labels, loss)
+    def __init__(self, labels: Any, *, loss: str | Loss = "zero_one", digits: int = 5) -> None:
+        super().__init__(labels, loss=loss)
         self.digits = int(digits)
 
     def _score(self, losses: np.ndarray) -> float:
@@ -89,8 +89,8 @@ class Ladder(Leaderboard):
     a one-sided paired t-test, and release R_S(f). Otherwise the previous score is released.
     """
 
-    def __init__(self, labels: Any, loss: str | Loss = "zero_one", step: float | None = None) -> None:
-        super().__init__(labels, loss)
+    def __init__(self, labels: Any, *, loss: str | Loss = "zero_one", step: float | None = None) -> None:
+        super().__init__(labels, loss=loss)
         self.step = None if step is None else check_positive("step", step)
         self.best = math.inf
         self._leader: np.ndarray | None = None

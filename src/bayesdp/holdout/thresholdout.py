@@ -52,8 +52,8 @@ class ReusableHoldout(HoldoutBase):
     def __init__(
         self,
         train: Any,
-        holdout: Any,
         *,
+        holdout: Any,
         threshold: float,
         sigma: float,
         budget: int,
@@ -64,7 +64,7 @@ class ReusableHoldout(HoldoutBase):
         ledger: Ledger | None = None,
         rng: Rng | None = None,
     ) -> None:
-        super().__init__(train, holdout)
+        super().__init__(train, holdout=holdout)
         self.threshold = check_positive("threshold", threshold)
         self.sigma = check_positive("sigma", sigma)
         self.budget = check_positive_int("budget", budget)

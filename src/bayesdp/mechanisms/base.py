@@ -76,7 +76,7 @@ class Mechanism(ABC):
 
     def _stated(self, noise: tuple[Noise, ...]) -> Guarantee:
         """Pure ε-DP for the mechanism's neighbours, carrying its noise."""
-        return Guarantee(self.epsilon, 0.0, relation=self._relation, unit=self._unit, noise=noise)
+        return Guarantee(self.epsilon, delta=0.0, relation=self._relation, unit=self._unit, noise=noise)
 
     def _pure(self, epsilon: float, relation: Relation, unit: str,
               check: Callable[[Any], float] = check_epsilon) -> None:

@@ -138,7 +138,7 @@ class _GaussianBase(Mechanism):
         """ρ-zCDP, or (ε, δ)-DP, as asked."""
         if self.kind == "zcdp":
             return Guarantee.zcdp(self._a, relation=self._relation, unit=self._unit, noise=noise)
-        return Guarantee(self._a, self._b, relation=self._relation, unit=self._unit, noise=noise)
+        return Guarantee(self._a, delta=self._b, relation=self._relation, unit=self._unit, noise=noise)
 
 
 class Gaussian(_GaussianBase):
@@ -154,9 +154,9 @@ class Gaussian(_GaussianBase):
     def __init__(
         self,
         epsilon: float | None = None,
+        *,
         delta: float | None = None,
         sensitivity: float = 1.0,
-        *,
         rho: float | None = None,
         relation: Relation = "add_remove",
         unit: str = "row",
@@ -199,9 +199,9 @@ class DiscreteGaussian(_GaussianBase):
     def __init__(
         self,
         epsilon: float | None = None,
+        *,
         delta: float | None = None,
         sensitivity: int = 1,
-        *,
         rho: float | None = None,
         relation: Relation = "add_remove",
         unit: str = "row",

@@ -48,8 +48,8 @@ class Laplace(Mechanism):
     def __init__(
         self,
         epsilon: float,
-        sensitivity: float = 1.0,
         *,
+        sensitivity: float = 1.0,
         relation: Relation = "add_remove",
         unit: str = "row",
     ) -> None:
@@ -87,8 +87,8 @@ class DiscreteLaplace(Mechanism):
     def __init__(
         self,
         epsilon: float,
-        sensitivity: int = 1,
         *,
+        sensitivity: int = 1,
         relation: Relation = "add_remove",
         unit: str = "row",
     ) -> None:

@@ -34,7 +34,7 @@ class RandomizedResponse(Mechanism):
 
     family = "randomized_response"
 
-    def __init__(self, epsilon: float, categories: int = 2) -> None:
+    def __init__(self, epsilon: float, *, categories: int = 2) -> None:
         self._pure(epsilon, "replace_one", "respondent")
         if isinstance(categories, bool) or not isinstance(categories, int | np.integer) or \
                 not 2 <= categories <= 2**31:

@@ -33,8 +33,8 @@ class _Selection(Mechanism):
     def __init__(
         self,
         epsilon: float,
-        sensitivity: float = 1.0,
         *,
+        sensitivity: float = 1.0,
         relation: Relation = "add_remove",
         unit: str = "row",
     ) -> None:

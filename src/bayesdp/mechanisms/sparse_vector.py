@@ -30,9 +30,9 @@ class SparseVector(Mechanism):
     def __init__(
         self,
         threshold: float,
+        *,
         epsilon: float,
         sensitivity: float = 1.0,
-        *,
         max_positives: int = 1,
         relation: Relation = "add_remove",
         unit: str = "row",
@@ -95,8 +95,8 @@ class SparseVector(Mechanism):
         """A fresh, independent run over `values` (same parameters); the original is untouched."""
         fresh = SparseVector(
             self.threshold,
-            self.epsilon,
-            self.sensitivity,
+            epsilon=self.epsilon,
+            sensitivity=self.sensitivity,
             max_positives=self.max_positives,
             relation=self._relation,
             unit=self._unit,

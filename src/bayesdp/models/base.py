@@ -65,12 +65,12 @@ def rho_for(epsilon: float, delta: float) -> float:
 
 def approx_guarantee(epsilon: float, delta: float, rho: float) -> Guarantee:
     """ρ-zCDP stated as the (ε, δ) it was calibrated to (the ledger's zcdp accounting reads ρ)."""
-    return Guarantee(epsilon, delta, rho=rho)
+    return Guarantee(epsilon, delta=delta, rho=rho)
 
 
 def laplace_vector(epsilon: float, l1: float, d: int) -> Laplace:
     """Laplace noise for a d-vector of L1 sensitivity l1, ε-DP for the whole vector (Dwork 2006, Thm 2)."""
-    return _calibrated(lambda s: Laplace(epsilon, s), l1, d, float(d))
+    return _calibrated(lambda s: Laplace(epsilon, sensitivity=s), l1, d, float(d))
 
 
 def gaussian_vector(rho: float, l2: float, d: int) -> Gaussian:

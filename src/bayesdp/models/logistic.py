@@ -151,10 +151,11 @@ class LogisticRegression(PrivateMixin, ClassifierMixin, BaseEstimator):
             tv = 3 * p / (4 * SIGMA_STEPS)
             guarantee = Guarantee(
                 # (1 + e^50)·tv > 0.5 for any p: the cap keeps exp finite without changing δ.
-                eps, min(problems * (1 + math.exp(min(e_k, 50.0))) * tv + delta, 0.5), relation="replace_one"
+                eps, delta=min(problems * (1 + math.exp(min(e_k, 50.0))) * tv + delta, 0.5),
+                relation="replace_one"
             )
         else:
-            guarantee = Guarantee(eps, delta, relation="replace_one")
+            guarantee = Guarantee(eps, delta=delta, relation="replace_one")
         rng = self._spend(guarantee)
         targets = [idx == 1] if problems == 1 else [idx == j for j in range(problems)]
         self._iterations: list[int] = []

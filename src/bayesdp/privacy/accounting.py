@@ -100,7 +100,7 @@ def compose(
     if method == "advanced":
         eps, total_delta = _advanced(gs, d)
         if eps < basic.epsilon:
-            return Guarantee(eps, total_delta, relation=first.relation, unit=first.unit)
+            return Guarantee(eps, delta=total_delta, relation=first.relation, unit=first.unit)
         return basic
     rho: float | None = None
     events = [e for g in gs for e in events_of(g)]
@@ -113,7 +113,7 @@ def compose(
         eps = _pld_epsilon(events, d)
     if basic.delta <= d and basic.epsilon < eps:
         eps = basic.epsilon  # (ε_basic, Σδ)-DP implies (ε_basic, δ)-DP
-    return Guarantee(eps, d, relation=first.relation, unit=first.unit, rho=rho)
+    return Guarantee(eps, delta=d, relation=first.relation, unit=first.unit, rho=rho)
 
 
 def _guarantees(items: Iterable[Any]) -> list[Guarantee]:

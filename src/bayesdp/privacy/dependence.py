@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Literal, get_args
 
 from bayesdp.errors import check_positive_int, invalid
@@ -25,6 +25,7 @@ class Dependence:
     """
 
     notion: Notion
+    _: KW_ONLY
     model: str
     fingerprint: str
     length: int

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any, Literal
 
 from bayesdp.errors import (
@@ -42,6 +42,7 @@ class Guarantee:
     """
 
     epsilon: float
+    _: KW_ONLY
     delta: float = 0.0
     relation: Relation = "add_remove"
     unit: str = "row"
@@ -79,7 +80,7 @@ class Guarantee:
         if d == 0 and r > 0:
             raise invalid("delta", delta, "> 0 to state a zCDP guarantee as (ε, δ)")
         eps = r + 2 * math.sqrt(r * math.log(1 / d)) if r > 0 else 0.0
-        return cls(eps, d, relation=relation, unit=unit, rho=r, noise=noise)
+        return cls(eps, delta=d, relation=relation, unit=unit, rho=r, noise=noise)
 
     @property
     def is_pure(self) -> bool:
@@ -164,7 +165,7 @@ class Guarantee:
                 "which protects nothing"
             )
         rho = None if self.rho is None else k * k * self.rho
-        return Guarantee(k * e, delta, relation=relation, unit=unit, rho=rho)
+        return Guarantee(k * e, delta=delta, relation=relation, unit=unit, rho=rho)
 
     # -- meaning (bayesdp.privacy.semantics) ---------------------------------------------
 
@@ -200,7 +201,7 @@ def basic_composition(gs: Sequence[Guarantee]) -> Guarantee:
         )
     return Guarantee(
         math.fsum(g.epsilon for g in gs),
-        delta,
+        delta=delta,
         relation=gs[0].relation,
         unit=gs[0].unit,
         rho=rho,
@@ -224,7 +225,7 @@ def dp_from_semantic(epsilon: float, delta: float = 0.0) -> Guarantee:
         raise invalid("epsilon", epsilon, "in (0, 0.45] (Thm 2.4's converse)")
     if 2 * d >= 1:
         raise invalid("delta", delta, "< 0.5, so that 2δ < 1")
-    return Guarantee(3 * e, 2 * d, relation="replace_one")
+    return Guarantee(3 * e, delta=2 * d, relation="replace_one")
 
 
 

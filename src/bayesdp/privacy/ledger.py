@@ -95,6 +95,7 @@ class Ledger:
     def __init__(
         self,
         path: str | os.PathLike[str],
+        *,
         budget: Guarantee | None = None,
         accounting: Accounting | str | None = None,
     ) -> None:
@@ -375,7 +376,7 @@ class Ledger:
                 t,
                 Guarantee(
                     eps,
-                    delta,
+                    delta=delta,
                     relation=relation,
                     unit=unit,
                     rho=rho,
@@ -389,7 +390,7 @@ class Ledger:
     def _total(self, spends: list[Spend]) -> Guarantee:
         b = self.budget
         if not spends:
-            return Guarantee(0.0, 0.0, relation=b.relation, unit=b.unit, dependence=b.dependence)
+            return Guarantee(0.0, delta=0.0, relation=b.relation, unit=b.unit, dependence=b.dependence)
         items = [s.guarantee for s in spends]
         if self.accounting == "basic":
             return compose(items, "basic")
@@ -415,7 +416,7 @@ class Ledger:
         if self.accounting == "basic":
             return Guarantee(
                 max(0.0, b.epsilon - total.epsilon),
-                max(0.0, b.delta - total.delta),
+                delta=max(0.0, b.delta - total.delta),
                 relation=b.relation,
                 unit=b.unit,
                 dependence=b.dependence,
@@ -424,9 +425,9 @@ class Ledger:
             used = math.fsum(guarantee_rho(s.guarantee) for s in spends)
             rho = max(0.0, _budget_rho(b) - used)
             eps = zcdp_epsilon(rho, b.delta)
-            return Guarantee(eps, b.delta, relation=b.relation, unit=b.unit, rho=rho)
+            return Guarantee(eps, delta=b.delta, relation=b.relation, unit=b.unit, rho=rho)
         return Guarantee(
-            max(0.0, b.epsilon - total.epsilon), b.delta, relation=b.relation, unit=b.unit
+            max(0.0, b.epsilon - total.epsilon), delta=b.delta, relation=b.relation, unit=b.unit
         )
 
 
@@ -482,6 +483,6 @@ def _guarantee_json(g: Guarantee) -> dict[str, Any]:
 def _guarantee_from(d: dict[str, Any]) -> Guarantee:
     dependence = d.get("dependence")
     return Guarantee(
-        d["epsilon"], d["delta"], relation=d["relation"], unit=d["unit"], rho=d["rho"],
+        d["epsilon"], delta=d["delta"], relation=d["relation"], unit=d["unit"], rho=d["rho"],
         dependence=None if dependence is None else Dependence(**dependence),
     )

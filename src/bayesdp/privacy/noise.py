@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Literal, get_args
 
 from bayesdp.errors import check_positive, check_positive_int, invalid
@@ -35,6 +35,7 @@ class Noise:
     """
 
     family: Family
+    _: KW_ONLY
     scale: float = 0.0
     sensitivity: float = 0.0
     repetitions: int = 1

@@ -94,7 +94,7 @@ class Client:
         out = {}
         for name, b in self._json("GET", "/v1/budget")["datasets"].items():
             g = b["remaining"]
-            out[name] = Guarantee(g["epsilon"], g["delta"], relation=g["relation"], unit=g["unit"],
+            out[name] = Guarantee(g["epsilon"], delta=g["delta"], relation=g["relation"], unit=g["unit"],
                                   rho=g["rho"])
         return out
 

@@ -69,7 +69,7 @@ class Budget:
     accounting: str
 
     def guarantee(self, unit: str) -> Guarantee:
-        return Guarantee(self.epsilon, self.delta, unit=unit)
+        return Guarantee(self.epsilon, delta=self.delta, unit=unit)
 
 
 @dataclass(frozen=True)

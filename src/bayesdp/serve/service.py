@@ -232,10 +232,10 @@ class HoldoutService:
         self._base = base + int(open_run)
         left = cfg.budget - self._base
         self._holdout = None if left < 1 else ReusableHoldout(
-            None, self.n, threshold=cfg.threshold, sigma=cfg.sigma, budget=left)
+            None, holdout=self.n, threshold=cfg.threshold, sigma=cfg.sigma, budget=left)
         self._open = False
         self.epsilon_per_overflow = ReusableHoldout(
-            None, self.n, threshold=cfg.threshold, sigma=cfg.sigma, budget=1).epsilon_per_overflow
+            None, holdout=self.n, threshold=cfg.threshold, sigma=cfg.sigma, budget=1).epsilon_per_overflow
 
     def _rows(self, kind: str) -> int:
         n = int(self.service.relation(kind, self.cfg.name).aggregate("count(*)").fetchall()[0][0])

@@ -191,7 +191,8 @@ class State:
                 b = self.budget(analyst_id, dataset)
                 path = self.ledger_path(analyst_id, dataset)
                 path.parent.mkdir(parents=True, exist_ok=True)
-                self._ledgers[key] = Ledger(path, b.guarantee(self._dataset(dataset).unit), b.accounting)
+                self._ledgers[key] = Ledger(path, budget=b.guarantee(self._dataset(dataset).unit),
+                                            accounting=b.accounting)
             return self._ledgers[key]
 
     def _dataset(self, name: str) -> Any:

@@ -78,7 +78,7 @@ def sanitized_database(
     log_base = gammaln(k + 1) - gammaln(hist + 1).sum(axis=1)
     # Utility ξ + (2Δ/ε) log μ(h): the base measure enters the exponent exactly.
     utility = -ks + 2.0 / (eps * x.size) * log_base
-    mech = Exponential(eps, 1.0 / x.size, relation="replace_one")
+    mech = Exponential(eps, sensitivity=1.0 / x.size, relation="replace_one")
     chosen = hist[mech.select_index(utility, resolve_rng(rng))]
     return SanitizedDatabase(
         values=np.repeat(dom, chosen), domain=dom,

@@ -117,7 +117,7 @@ def perturb_records(
     """
     eps = check_positive("epsilon", epsilon)
     (lo, hi), = as_bounds(bounds, 1)
-    mech = Laplace(eps, hi - lo, relation="replace_one")
+    mech = Laplace(eps, sensitivity=hi - lo, relation="replace_one")
     charge(ledger, mech.guarantee, "perturb_records")
     x = as_points(values, "values")
     if x.shape[1] != 1:

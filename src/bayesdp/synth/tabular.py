@@ -229,7 +229,8 @@ def _mst(data: _Data, rho: float, s1: float, s2: float, rng: Rng) -> Fitted:
     for _ in range(d - 1):
         comp = _components(d, chosen)
         cand = [p for p in allpairs if comp[p[0]] != comp[p[1]]]
-        pick = cand[Exponential(eps_round, s1).select_index(np.array([score[p] for p in cand]), rng)]
+        chooser = Exponential(eps_round, sensitivity=s1)
+        pick = cand[chooser.select_index(np.array([score[p] for p in cand]), rng)]
         chosen.append(pick)
     sigma2 = math.sqrt((d - 1) * s2 / (2.0 * share))
     for i, j in chosen:
@@ -266,7 +267,7 @@ def _aim(data: _Data, rho: float, s1: float, s2: float, rng: Rng) -> Fitted:
         cand = [p for p in allpairs if comp[p[0]] != comp[p[1]] or p in meas.two]
         cells = np.array([data.sizes[i] * data.sizes[j] for i, j in cand])
         score = _quality(data, model, n_hat, cand) - _EXPECTED_ABS * sigma * cells
-        i, j = cand[Exponential(eps_sel, s1).select_index(score, rng)]
+        i, j = cand[Exponential(eps_sel, sensitivity=s1).select_index(score, rng)]
         before = n_hat * model.pair(i, j)
         meas.add((i, j), _noisy(data.two(i, j), sigma, rng), sigma**2)
         used += s2 / (2.0 * sigma**2) + eps_sel**2 / 8.0

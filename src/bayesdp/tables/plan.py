@@ -146,7 +146,7 @@ def make_plan(aggregates: dict[str, Aggregate], *, epsilon: float, delta: float,
         for name, agg in aggregates.items():
             eps = fixed[name] if name in fixed else spare * weights[name] / total_w
             steps[name] = _step(name, agg, eps, None, k, max_rows, unit)
-        used = [Guarantee(math.fsum(s.epsilon or 0.0 for s in steps.values()), 0.0, unit=unit)]
+        used = [Guarantee(math.fsum(s.epsilon or 0.0 for s in steps.values()), delta=0.0, unit=unit)]
     else:
         agg_eps = spare * math.fsum(weights.values()) / total_w
         agg_delta = delta - (selection.delta if selection else 0.0)
@@ -154,9 +154,9 @@ def make_plan(aggregates: dict[str, Aggregate], *, epsilon: float, delta: float,
         w_sum = math.fsum(weights.values())
         for name, agg in aggregates.items():
             steps[name] = _step(name, agg, None, rho * weights[name] / w_sum, k, max_rows, unit)
-        used = [Guarantee(zcdp_epsilon(rho, agg_delta), agg_delta, unit=unit, rho=rho)]
+        used = [Guarantee(zcdp_epsilon(rho, agg_delta), delta=agg_delta, unit=unit, rho=rho)]
     if selection is not None:
-        used.append(Guarantee(selection.epsilon, selection.delta, unit=unit))
+        used.append(Guarantee(selection.epsilon, delta=selection.delta, unit=unit))
     total = compose(used, "basic")
     return Plan(noise, epsilon=epsilon, delta=delta, unit=unit, max_groups=k, max_rows=max_rows,
                 selection=selection, steps=steps, guarantee=total)
@@ -198,11 +198,11 @@ def _mechanism(part: Noisy, sens: float, eps: float | None, rho: float | None, k
     if part.select:
         # An ε-DP exponential mechanism is ε²/8-zCDP (Cesar & Rogers 2021, Lemma 3.2).
         e = eps if eps is not None else math.sqrt(8 * (rho or 0.0))
-        return Exponential(e / k, sens, unit=unit)
+        return Exponential(e / k, sensitivity=sens, unit=unit)
     integer = part.integer and sens == int(sens)
     if eps is not None:
-        return DiscreteLaplace(eps / k, int(sens), unit=unit) if integer else \
-            Laplace(eps / k, sens, unit=unit)
+        return DiscreteLaplace(eps / k, sensitivity=int(sens), unit=unit) if integer else \
+            Laplace(eps / k, sensitivity=sens, unit=unit)
     r = (rho or 0.0) / k
     return DiscreteGaussian(rho=r, sensitivity=int(sens), unit=unit) if integer else \
         Gaussian(rho=r, sensitivity=sens, unit=unit)
