@@ -24,7 +24,7 @@ def clamped_sum(upper, epsilon=1.0):
 
 def test_given_event_skips_the_search():
     mech = bayesdp.Laplace(1.0)
-    event = Event("output <= 0", lambda out: out <= 0)
+    event = Event("output <= 0", contains=lambda out: out <= 0)
     result = audit(mech, 0.0, 1.0, epsilon=1.0, events=[event], samples=10**5, alpha=ALPHA,
                    rng=rng_for_tests(11))
     assert isinstance(result, AuditResult)
@@ -100,7 +100,7 @@ def test_bad_mechanisms_and_inputs():
         audit(lambda x, size, rng: np.zeros(size + 1), 0, 1, epsilon=1.0, samples=100)
     with pytest.raises(InvalidParameter, match="pairs"):
         audit_pairs(bayesdp.Laplace(1.0), [], epsilon=1.0)
-    bad = Event("broken", lambda out: np.zeros(3))
+    bad = Event("broken", contains=lambda out: np.zeros(3))
     with pytest.raises(DataError, match="one boolean per output"):
         audit(bayesdp.Laplace(1.0), 0, 1, epsilon=1.0, samples=100, events=[bad])
 
@@ -109,8 +109,8 @@ def test_several_given_events_are_searched():
     def shifted(x, size, rng):  # on the integers except input 1, which leaves them by 0.5
         return rng.integers(0, 4, size) + 0.5 * x
 
-    useless = Event("output > 100", lambda out: out > 100)
-    off = Event("output is fractional", lambda out: out % 1 != 0)
+    useless = Event("output > 100", contains=lambda out: out > 100)
+    off = Event("output is fractional", contains=lambda out: out % 1 != 0)
     result = audit(shifted, 0, 1, epsilon=1.0, events=[useless, off], samples=10**4,
                    alpha=ALPHA, rng=rng_for_tests(17))
     # "fractional" has probability 1 vs 0: ε_LB = ln(10^4/14.5) = 6.5.

@@ -181,7 +181,7 @@ def test_long_chain_and_window() -> None:
 def test_periodic_chain_gets_group_privacy() -> None:
     flip = MarkovChain([[0.0, 1.0], [1.0, 0.0]])
     cal = quilt_calibration(flip, 50, 1.0)
-    assert cal == QuiltCalibration(50.0, 0, (), 0.0, 50)
+    assert cal == QuiltCalibration(50.0, node=0, quilt=(), influence=0.0, nearby=50)
     with pytest.raises(InvalidParameter, match="periodic"):
         quilt_calibration(flip, 50, 1.0, method="approx")
 

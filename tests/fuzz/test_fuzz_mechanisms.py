@@ -67,7 +67,7 @@ def test_randomized_response(epsilon, categories, responses):
 @given(epsilon=positive, sensitivity=positive, utilities=value_arrays,
        kind=st.sampled_from(["Exponential", "ReportNoisyMax"]))
 def test_selection(epsilon, sensitivity, utilities, kind):
-    mech = error_or_finite(lambda: getattr(bdp, kind)(epsilon, sensitivity))
+    mech = error_or_finite(lambda: getattr(bdp, kind)(epsilon, sensitivity=sensitivity))
     if mech is not None:
         error_or_finite(lambda: mech.select(list(range(len(utilities))), utilities,
                                             rng=bdp.rng_for_tests(SEED)))

@@ -27,7 +27,7 @@ from bayesdp.models import LogisticRegression, logistic
 ALPHA = 1e-6
 X = np.ones((4, 1))
 D0, D1 = np.array([1, 1, 1, 1]), np.array([1, 1, 1, 0])
-THRESHOLDS = [Event(f"coefficient > {t:g}", lambda v, t=t: v > t) for t in np.arange(-4.0, 8.5, 0.5)]
+THRESHOLDS = [Event(f"coefficient > {t:g}", contains=lambda v, t=t: v > t) for t in np.arange(-4.0, 8.5, 0.5)]
 
 
 def run_audit(monkeypatch: pytest.MonkeyPatch, C: float, noise_scale: float = 1.0) -> AuditResult:

@@ -85,7 +85,7 @@ def _worst_log_ratio(q: float, max_rows: int, scale_factor: float = 1.0) -> tupl
         mech = step.parts[part].mechanism
         eps = max(eps, mech.guarantee.epsilon)
         if scale_factor != 1.0:
-            mech = type(mech)(mech.epsilon / scale_factor, mech.sensitivity)
+            mech = type(mech)(mech.epsilon / scale_factor, sensitivity=mech.sensitivity)
         for _ in range(60):
             d0, d1 = _neighbours(rng, max_rows)
             offset = float(rng.uniform(-5, 5))  # a public shift such as the rank margin

@@ -14,7 +14,7 @@ Only the event the search keeps is turned into an `Event` and evaluated on fresh
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 import numpy as np
 
@@ -31,6 +31,7 @@ class Event:
     """A set S of outputs, fixed before the test samples are drawn; `contains` is vectorized."""
 
     description: str
+    _: KW_ONLY
     contains: Callable[[np.ndarray], np.ndarray] = field(compare=False, repr=False)
 
     def count(self, outputs: np.ndarray) -> int:
@@ -90,11 +91,11 @@ def interval_family(
     def build(m: int) -> Event:
         lo, hi = float(edges[i[m]]), float(edges[k[m]])
         if i[m] == 0 and hi == np.inf:
-            return Event(f"{name} is not nan", lambda out: col(out) == col(out))
+            return Event(f"{name} is not nan", contains=lambda out: col(out) == col(out))
         if i[m] == 0:
-            return Event(f"{name} <= {hi!r}", lambda out: col(out) <= hi)
+            return Event(f"{name} <= {hi!r}", contains=lambda out: col(out) <= hi)
         text = f"{name} > {lo!r}" if hi == np.inf else f"{lo!r} < {name} <= {hi!r}"
-        return Event(text, lambda out: (col(out) > lo) & (col(out) <= hi))
+        return Event(text, contains=lambda out: (col(out) > lo) & (col(out) <= hi))
 
     return Family(le0[k] - le0[i], le1[k] - le1[i], build)
 
@@ -146,10 +147,10 @@ def point_family(
         more = f", ... ({chosen.size} values)" if chosen.size > _SHOWN else ""
         text = f"{name} == {shown}" if chosen.size == 1 else f"{name} in {{{shown}{more}}}"
         if rows:
-            return Event(text, lambda out: np.isin(_keyed(np.asarray(out)), chosen))
+            return Event(text, contains=lambda out: np.isin(_keyed(np.asarray(out)), chosen))
         nan = bool(np.any(chosen != chosen))
         return Event(
-            text, lambda out: np.isin(col(out), chosen) | (nan & (col(out) != col(out)))
+            text, contains=lambda out: np.isin(col(out), chosen) | (nan & (col(out) != col(out)))
         )
 
     return Family(np.concatenate(counts0), np.concatenate(counts1), build)
@@ -168,8 +169,8 @@ def precision_family(
     def build(m: int) -> Event:
         k = int(ks[m % ks.size])
         if m < ks.size:
-            return Event(f"{name} is not a multiple of 2^{k}", lambda out: lowest_bit(col(out)) < k)
-        return Event(f"{name} is a multiple of 2^{k}", lambda out: lowest_bit(col(out)) >= k)
+            return Event(f"{name} is not a multiple of 2^{k}", contains=lambda out: lowest_bit(col(out)) < k)
+        return Event(f"{name} is a multiple of 2^{k}", contains=lambda out: lowest_bit(col(out)) >= k)
 
     return Family(
         np.concatenate([below0, low0.size - below0]),
@@ -190,7 +191,7 @@ def lattice_event(grid: float, j: int | None) -> Event:
     name, col = _name(j), _column(j)
     return Event(
         f"{name} is not a multiple of the declared grid {grid!r}",
-        lambda out: off_lattice(col(out), grid),
+        contains=lambda out: off_lattice(col(out), grid),
     )
 
 

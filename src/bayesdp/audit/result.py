@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 
@@ -18,6 +18,7 @@ class AuditResult:
     """
 
     epsilon: float
+    _: KW_ONLY
     delta: float
     epsilon_lower: float
     delta_lower: float

@@ -276,7 +276,7 @@ def _unreachable(inverse: Reachability, source: Any, j: int | None) -> Event:
 
     name = "output" if j is None else f"output[{j}]"
     return Event(f"{name} cannot be produced from input {loc!r} by {inverse.description}",
-                 contains)
+                 contains=contains)
 
 
 def _count(sampler: Sampler, x: Any, event: Event, samples: int, gen: Rng, meter: _Meter) -> int:

@@ -44,7 +44,7 @@ def as_sampler(mechanism: Any) -> Sampler:
     raise invalid(
         "mechanism",
         mechanism,
-        "a callable (input, size, rng) -> array of outputs, or an object with release(values, rng)",
+        "a callable (input, size, rng) -> array of outputs, or an object with release(values, rng=...)",
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,7 @@ class GK16:
     """
 
     gamma: float
+    _: KW_ONLY
     spectral_norm: float
     sigma: float | None
 
@@ -62,13 +63,13 @@ def gk16_scale(chain: MarkovChain, length: int, epsilon: float) -> GK16:
     gamma = gk16_gamma(chain)
     norm = 2 * gamma * math.cos(math.pi / (T + 1)) if T > 1 else 0.0  # tridiagonal Toeplitz
     if gamma > 0.5 and norm >= 1:
-        return GK16(gamma, norm, None)
+        return GK16(gamma, spectral_norm=norm, sigma=None)
     bands = np.zeros((3, T))
     bands[0, 1:] = -gamma
     bands[1, :] = 1.0
     bands[2, :-1] = -gamma
     rows = solve_banded((1, 1), bands, np.ones(T))
-    return GK16(gamma, norm, float(2 * rows.max() / eps))
+    return GK16(gamma, spectral_norm=norm, sigma=float(2 * rows.max() / eps))
 
 
 def gmrf_sum_scale(covariance: Any, epsilon: float, width: float, *,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -58,6 +58,7 @@ class QuiltCalibration:
     """
 
     sigma: float
+    _: KW_ONLY
     node: Any
     quilt: tuple[Any, ...]
     influence: float
@@ -345,7 +346,8 @@ def _to_calibration(best: _Best, sigma: float) -> QuiltCalibration:
     i = best.node
     quilt = tuple(n - 1 for n in ((i - best.a) if best.a else None,
                                   (i + best.b) if best.b else None) if n is not None)
-    return QuiltCalibration(sigma, i - 1, quilt, best.influence if quilt else 0.0, best.nearby)
+    return QuiltCalibration(sigma, node=i - 1, quilt=quilt, influence=best.influence if quilt else 0.0,
+                            nearby=best.nearby)
 
 
 def quilt_calibration(model: Any, length: int | None, epsilon: float, method: str = "exact",

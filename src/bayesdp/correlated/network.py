@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,7 @@ class Quilt:
     """A Markov quilt X_Q of a node with its nearby set X_N (the node included) and remote X_R."""
 
     nodes: tuple[str, ...]
+    _: KW_ONLY
     nearby: tuple[str, ...]
     remote: tuple[str, ...]
 
@@ -149,7 +150,8 @@ class BayesianNetwork:
         def grow(current: frozenset[str], frontier: frozenset[str], banned: frozenset[str]) -> None:
             boundary = frozenset().union(*(adj[v] for v in current)) - current
             remote = frozenset(self.nodes) - current - boundary
-            found[current] = Quilt(self._sorted(boundary), self._sorted(current), self._sorted(remote))
+            found[current] = Quilt(self._sorted(boundary), nearby=self._sorted(current),
+                                   remote=self._sorted(remote))
             options = sorted(frontier - banned, key=self.nodes.index)
             for j, w in enumerate(options):
                 new = current | {w}
@@ -159,7 +161,7 @@ class BayesianNetwork:
         grow(start, adj[node], frozenset())
         everything = frozenset(self.nodes)
         if everything not in found:
-            found[everything] = Quilt((), self.nodes, ())
+            found[everything] = Quilt((), nearby=self.nodes, remote=())
         return sorted(found.values(), key=lambda q: (len(q.nearby), q.nodes))
 
     def _sorted(self, names: frozenset[str]) -> tuple[str, ...]:
@@ -233,7 +235,8 @@ class BayesianNetwork:
         self._check_call(length, method)
         only = None if node is None else [self.nodes[self.index(node)]]
         score, v, q, infl = self.search(sigma_objective(epsilon), check_notion(notion), only)
-        return QuiltCalibration(score, v, q.nodes, infl if q.nodes else 0.0, len(q.nearby))
+        return QuiltCalibration(score, node=v, quilt=q.nodes, influence=infl if q.nodes else 0.0,
+                                nearby=len(q.nearby))
 
     def _check_call(self, length: int | None, method: str) -> None:
         if length is not None and length != len(self.nodes):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Literal
 
 Source = Literal["train", "holdout", "exhausted"]
@@ -18,6 +18,7 @@ class HoldoutAnswer:
     """
 
     value: float | None
+    _: KW_ONLY
     source: Source
     budget_left: int | None
 

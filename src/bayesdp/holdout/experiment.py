@@ -142,7 +142,7 @@ class AttackResult:
     selected: int
 
 
-def boosting_attack(board: Leaderboard, submissions: int, rng: Rng | None = None) -> AttackResult:
+def boosting_attack(board: Leaderboard, submissions: int, *, rng: Rng | None = None) -> AttackResult:
     """Blum & Hardt 2015 §4 boosting attack: submit random 0/1 vectors, keep those the board scored
     as better (below 1/2 for the naive board, lowering the score for the Ladder), and submit their
     majority vote. Every vector is independent of the labels, so the true loss is 1/2."""

@@ -16,6 +16,6 @@ class NaiveHoldout(HoldoutBase):
     """
 
     def _answer(self, train: np.ndarray, holdout: np.ndarray) -> list[HoldoutAnswer]:
-        answers = [HoldoutAnswer(float(v), "holdout", None) for v in holdout]
+        answers = [HoldoutAnswer(float(v), source="holdout", budget_left=None) for v in holdout]
         self._log.extend(answers)
         return answers

@@ -213,7 +213,8 @@ class ReusableHoldout(HoldoutBase):
                 if stop > i:
                     self._open_segment = True
                     left = self._budget_left
-                    answers.extend(HoldoutAnswer(float(v), "train", left) for v in train[i:stop])
+                    answers.extend(HoldoutAnswer(float(v), source="train", budget_left=left)
+                                   for v in train[i:stop])
                 if stop < q:
                     # E_holdout + Lap(σ) on σ's grid: unsnap(snap(x, g) + discrete_laplace(σ/g), g).
                     steps = snap(holdout[stop : stop + 1], g) + xi[used]
@@ -222,7 +223,8 @@ class ReusableHoldout(HoldoutBase):
                     self._open_segment = False
                     self._gamma = int(gammas[used])
                     used += 1
-                    answers.append(HoldoutAnswer(float(unsnap(steps, g)[0]), "holdout", self._budget_left))
+                    answers.append(HoldoutAnswer(float(unsnap(steps, g)[0]), source="holdout",
+                                                 budget_left=self._budget_left))
                     stop += 1
                 i = stop
         self._charge(spent, state)
@@ -233,7 +235,7 @@ class ReusableHoldout(HoldoutBase):
                     f"the holdout budget of {self.budget} overflows is spent: {len(answers)} of "
                     f"{q} queries were answered (see .log), the rest are refused"
                 )
-            refused = [HoldoutAnswer(None, "exhausted", 0)] * (q - i)
+            refused = [HoldoutAnswer(None, source="exhausted", budget_left=0)] * (q - i)
             answers.extend(refused)
             self._log.extend(refused)
         return answers

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,7 @@ class CountEstimate:
     """Unbiased estimates of how many people hold each category, with their standard errors."""
 
     counts: np.ndarray
+    _: KW_ONLY
     stderr: np.ndarray
 
 

@@ -63,10 +63,10 @@ class _Selection(Mechanism):
         """One candidate, chosen privately, after spending `guarantee` in `ledger` (if any)."""
         generator = resolve_rng(rng)
         charge(ledger, self.guarantee, repr(self))
-        return candidates[self.select_index(_scores(candidates, utilities, losses), generator)]
+        return candidates[self.select_index(_scores(candidates, utilities, losses), rng=generator)]
 
     @abstractmethod
-    def select_index(self, utilities: np.ndarray, rng: Rng) -> int:
+    def select_index(self, utilities: np.ndarray, *, rng: Rng) -> int:
         """The index chosen for these utilities."""
 
     def _release(self, values: Any, rng: Rng) -> Any:
@@ -74,7 +74,7 @@ class _Selection(Mechanism):
         u = as_array(values)
         if u.ndim != 1 or u.size == 0:
             raise DataError(f"values must be a non-empty 1-D array of utilities; got shape {u.shape}")
-        return self.select_index(u, rng)
+        return self.select_index(u, rng=rng)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(epsilon={self.epsilon:g}, sensitivity={self.sensitivity:g})"
@@ -91,7 +91,7 @@ class Exponential(_Selection):
 
     family = "exponential"
 
-    def select_index(self, utilities: np.ndarray, rng: Rng) -> int:
+    def select_index(self, utilities: np.ndarray, *, rng: Rng) -> int:
         gaps = self._gaps(utilities)
         size = min(gaps.size, 4096)
         while True:
@@ -117,7 +117,7 @@ class ReportNoisyMax(_Selection):
 
     family = "report_noisy_max"
 
-    def select_index(self, utilities: np.ndarray, rng: Rng) -> int:
+    def select_index(self, utilities: np.ndarray, *, rng: Rng) -> int:
         order = rng.permutation(utilities.size)
         passed = bernoulli_exp(self._gaps(utilities)[order], rng)
         # The best candidate has γ = 0 and always passes, so some candidate is chosen.

@@ -34,7 +34,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import asdict, dataclass
+from dataclasses import KW_ONLY, asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -78,6 +78,7 @@ class Spend:
     """One recorded spend: its label, its time (Unix seconds, UTC) and its guarantee."""
 
     label: str
+    _: KW_ONLY
     time: float
     guarantee: Guarantee
 
@@ -292,7 +293,7 @@ class Ledger:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 spent = self._spends(conn)
-                record = Spend(label, time.time(), g)
+                record = Spend(label, time=time.time(), guarantee=g)
                 if not self._within([*spent, record]):
                     left = self._remaining(spent)
                     raise BudgetExceeded(
@@ -373,8 +374,8 @@ class Ledger:
         return [
             Spend(
                 label,
-                t,
-                Guarantee(
+                time=t,
+                guarantee=Guarantee(
                     eps,
                     delta=delta,
                     relation=relation,

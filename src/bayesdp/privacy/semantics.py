@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -44,6 +44,7 @@ class SemanticPrivacy:
     """
 
     epsilon: float
+    _: KW_ONLY
     delta: float
     holds: bool
     reason: str
@@ -92,16 +93,16 @@ def semantic(g: Guarantee, n: int) -> SemanticPrivacy:
         thr = precondition_threshold(e, n)
         return SemanticPrivacy(
             1.0,
-            1.0,
-            False,
-            f"δ={d:.3g} is not below (1 − e^−ε)²/n = {thr:.3g} (ε={e:.3g}, n={n}): Theorem 2.4 "
+            delta=1.0,
+            holds=False,
+            reason=f"δ={d:.3g} is not below (1 − e^−ε)²/n = {thr:.3g} (ε={e:.3g}, n={n}): Theorem 2.4 "
             "does not apply and no semantic guarantee follows; δ must be far below ε²/n",
         )
     which = "Theorem 2.2 (ε-DP)" if d == 0 else "Theorem 2.4 ((ε, δ)-DP)"
     note = "" if eps < 1 and dlt < 1 else "; vacuous, since a statistical distance never exceeds 1"
     if not math.isfinite(eps):  # e^{3ε} overflowed: report the trivial bound, as when no theorem applies
         eps = 1.0
-    return SemanticPrivacy(eps, dlt, True, f"{which}: ε'={eps:.3g}, δ'={dlt:.3g}{note}")
+    return SemanticPrivacy(eps, delta=dlt, holds=True, reason=f"{which}: ε'={eps:.3g}, δ'={dlt:.3g}{note}")
 
 
 def posterior(g: Guarantee, prior: float) -> float:
@@ -256,6 +257,7 @@ class BayesCheck:
     """
 
     distance: float
+    _: KW_ONLY
     record: int
     transcript: Any
     prior_shift: float
@@ -320,7 +322,8 @@ def bayes_check(
         t = int(np.argmax(sd))
         if sd[t] > best[0]:
             best = (float(sd[t]), i, t)
-    return BayesCheck(best[0], best[1], labels[best[2]], _prior_shift(b, post0, live0))
+    return BayesCheck(best[0], record=best[1], transcript=labels[best[2]],
+                      prior_shift=_prior_shift(b, post0, live0))
 
 
 def _posterior(p_out: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -112,7 +112,8 @@ class Client:
         """Row-wise SQL expressions with values in [0, 1], answered by the service's reusable holdout."""
         batch = [queries] if isinstance(queries, str) else list(queries)
         doc = self._json("POST", f"/v1/holdouts/{holdout}/queries", {"queries": batch})
-        return [HoldoutAnswer(a["value"], a["source"], a["budget_left"]) for a in doc["answers"]]
+        return [HoldoutAnswer(a["value"], source=a["source"], budget_left=a["budget_left"])
+                for a in doc["answers"]]
 
     def holdout_train(self, holdout: str) -> pd.DataFrame:
         """The training part of a holdout (it is not private: the curator shares it)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,6 +35,7 @@ class PrivateDensity:
     """
 
     edges: tuple[np.ndarray, ...]
+    _: KW_ONLY
     probs: np.ndarray
     guarantee: Guarantee
     method: str
@@ -87,7 +88,7 @@ class PrivateDensity:
         out: np.ndarray = np.einsum(_EINSUM[self.dim], *weights, self.probs)
         return out
 
-    def sample(self, k: int, rng: Rng | None = None) -> np.ndarray:
+    def sample(self, k: int, *, rng: Rng | None = None) -> np.ndarray:
         """k points: a cell by its probability, then uniform within it (W&Z Lemma 2.6(2): free).
 
         Shape (k,) in one dimension, else (k, dim). A seeded `rng` is for tests only.

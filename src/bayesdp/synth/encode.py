@@ -80,7 +80,7 @@ def categorical_spec(name: str, series: pd.Series, levels: object) -> ColumnSpec
 
 
 def discover_levels(
-    series: pd.Series, sigma: float, delta: float, rng: Rng
+    series: pd.Series, sigma: float, delta: float, *, rng: Rng
 ) -> tuple[np.ndarray, float]:
     """Levels whose count plus discrete Gaussian(σ) noise clears τ = 1 + σ√(2 ln(1/δ)) (partition selection).
 
@@ -144,7 +144,7 @@ def encode(data: pd.DataFrame, specs: list[ColumnSpec], strict: bool) -> tuple[n
     return codes[keep], int((~keep).sum()), clipped
 
 
-def decode(codes: np.ndarray, specs: list[ColumnSpec], rng: Rng) -> pd.DataFrame:
+def decode(codes: np.ndarray, specs: list[ColumnSpec], *, rng: Rng) -> pd.DataFrame:
     """Codes back to values: levels, or uniform within a numeric cell (integers: uniform integer)."""
     out: dict[str, object] = {}
     for j, spec in enumerate(specs):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 import numpy as np
 from scipy.special import gammaln
@@ -35,6 +35,7 @@ class SanitizedDatabase:
     """k points released by the exponential mechanism with the KS utility (W&Z Sec. 3, Thm. 2.5)."""
 
     values: np.ndarray
+    _: KW_ONLY
     domain: np.ndarray
     guarantee: Guarantee
     candidates: int
@@ -79,7 +80,7 @@ def sanitized_database(
     # Utility ξ + (2Δ/ε) log μ(h): the base measure enters the exponent exactly.
     utility = -ks + 2.0 / (eps * x.size) * log_base
     mech = Exponential(eps, sensitivity=1.0 / x.size, relation="replace_one")
-    chosen = hist[mech.select_index(utility, resolve_rng(rng))]
+    chosen = hist[mech.select_index(utility, rng=resolve_rng(rng))]
     return SanitizedDatabase(
         values=np.repeat(dom, chosen), domain=dom,
         guarantee=mech.guarantee, candidates=size,

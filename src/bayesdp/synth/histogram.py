@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 import numpy as np
 
@@ -103,6 +103,7 @@ class SmoothedHistogram:
     """
 
     points: np.ndarray
+    _: KW_ONLY
     density: PrivateDensity
     mix: float
     guarantee: Guarantee

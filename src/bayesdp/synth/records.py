@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 import numpy as np
 from scipy.optimize import nnls
@@ -24,6 +24,7 @@ class MeanEstimate:
     """A mean recovered from noisy records, with its standard error."""
 
     estimate: float
+    _: KW_ONLY
     standard_error: float
 
     def interval(self, alpha: float = 0.05) -> tuple[float, float]:
@@ -49,6 +50,7 @@ class PerturbedRecords:
     """
 
     values: np.ndarray
+    _: KW_ONLY
     bounds: tuple[float, float]
     noise_scale: float
     guarantee: Guarantee
@@ -61,7 +63,7 @@ class PerturbedRecords:
     def mean(self) -> MeanEstimate:
         """Mean of the released values, unbiased for the clipped data's mean; se from their spread."""
         z = self.values
-        return MeanEstimate(float(z.mean()), float(z.std(ddof=1) / math.sqrt(z.size)))
+        return MeanEstimate(float(z.mean()), standard_error=float(z.std(ddof=1) / math.sqrt(z.size)))
 
     def histogram(self, bins: int = 10) -> PrivateDensity:
         """Cell probabilities of X corrected for the known noise: non-negative least squares deconvolution.

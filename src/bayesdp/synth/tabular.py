@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -50,6 +50,7 @@ class Synthesizer:
     """
 
     specs: tuple[ColumnSpec, ...]
+    _: KW_ONLY
     model: TreeModel
     guarantee: Guarantee
     method: str
@@ -64,7 +65,7 @@ class Synthesizer:
     def columns(self) -> list[str]:
         return [s.name for s in self.specs]
 
-    def sample(self, k: int | None = None, rng: Rng | None = None) -> pd.DataFrame:
+    def sample(self, k: int | None = None, *, rng: Rng | None = None) -> pd.DataFrame:
         """k synthetic rows (default: the noisy n) with the input's columns and dtypes.
 
         Post-processing of the private model (W&Z Lemma 2.6(2)); the guarantee and explanation
@@ -72,7 +73,7 @@ class Synthesizer:
         """
         count = max(1, round(self.n_estimate)) if k is None else check_positive_int("k", k)
         g = resolve_rng(rng)
-        df = decode(self.model.sample(count, g), list(self.specs), g)
+        df = decode(self.model.sample(count, rng=g), list(self.specs), rng=g)
         df.attrs["guarantee"] = self.guarantee
         df.attrs["explanation"] = self.explain()
         return df
@@ -230,7 +231,7 @@ def _mst(data: _Data, rho: float, s1: float, s2: float, rng: Rng) -> Fitted:
         comp = _components(d, chosen)
         cand = [p for p in allpairs if comp[p[0]] != comp[p[1]]]
         chooser = Exponential(eps_round, sensitivity=s1)
-        pick = cand[chooser.select_index(np.array([score[p] for p in cand]), rng)]
+        pick = cand[chooser.select_index(np.array([score[p] for p in cand]), rng=rng)]
         chosen.append(pick)
     sigma2 = math.sqrt((d - 1) * s2 / (2.0 * share))
     for i, j in chosen:
@@ -267,7 +268,7 @@ def _aim(data: _Data, rho: float, s1: float, s2: float, rng: Rng) -> Fitted:
         cand = [p for p in allpairs if comp[p[0]] != comp[p[1]] or p in meas.two]
         cells = np.array([data.sizes[i] * data.sizes[j] for i, j in cand])
         score = _quality(data, model, n_hat, cand) - _EXPECTED_ABS * sigma * cells
-        i, j = cand[Exponential(eps_sel, sensitivity=s1).select_index(score, rng)]
+        i, j = cand[Exponential(eps_sel, sensitivity=s1).select_index(score, rng=rng)]
         before = n_hat * model.pair(i, j)
         meas.add((i, j), _noisy(data.two(i, j), sigma, rng), sigma**2)
         used += s2 / (2.0 * sigma**2) + eps_sel**2 / 8.0
@@ -394,7 +395,7 @@ def synthesize(
         sigma = math.sqrt(len(discover) * s2 / (2.0 * rho_disc))
         for k, spec in enumerate(specs):
             if spec.name in discover:
-                levels, tau = discover_levels(frame[spec.name], sigma, delta_extra / len(discover), g)
+                levels, tau = discover_levels(frame[spec.name], sigma, delta_extra / len(discover), rng=g)
                 if len(levels) < 2:
                     raise DataError(
                         f"column {spec.name!r}: {len(levels)} level(s) cleared the private "

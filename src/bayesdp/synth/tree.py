@@ -77,7 +77,7 @@ class TreeModel:
                 for c, t in self.cond.items()}
         return TreeModel(tuple(len(m) for m in maps), self.order, self.parent, probs, cond)
 
-    def sample(self, k: int, rng: Rng) -> np.ndarray:
+    def sample(self, k: int, *, rng: Rng) -> np.ndarray:
         """k i.i.d. records by ancestral sampling (inverse cdf per column, vectorized over records)."""
         out = np.empty((k, len(self.sizes)), dtype=np.int64)
         for c in self.order:
