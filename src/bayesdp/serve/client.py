@@ -104,8 +104,9 @@ class Client:
             raise invalid("name", name, f"one of the service's datasets {self.datasets()}")
         return RemoteTable(self, name)
 
-    def release(self, release_id: str) -> Release:
-        """One of this analyst's earlier releases."""
+    def get_release(self, release_id: str) -> Release:
+        """One of this analyst's earlier releases, fetched again (it is not released a second
+        time: `release` always means spending budget)."""
         return release_from_json(self._json("GET", f"/v1/releases/{release_id}"))
 
     def holdout_query(self, holdout: str, queries: str | Sequence[str]) -> list[HoldoutAnswer]:
