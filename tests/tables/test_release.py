@@ -54,6 +54,18 @@ def test_public_keys_release_empty_groups(events):
     assert [row["aggregate"] for row in r.plan.table()][:2] == ["users", "rows"]
 
 
+def test_public_keys_on_a_float32_column_find_their_rows():
+    # float32(0.1) != 0.1: the keys must be compared in the column's own type, or every
+    # public key reads as a group without data.
+    frame = pd.DataFrame({"u": np.arange(400), "g": np.repeat(np.float32([0.1, 0.2]), 200)})
+    r = bdp.table(frame, privacy_unit="u").group_by("g", keys=[0.1, 0.2]).agg(n=bdp.count()).release(
+        epsilon=1.0, max_groups_per_unit=1, rng=rng_for_tests(3))
+    df = r.to_pandas()
+    assert list(df["g"]) == [0.1, 0.2]
+    # Laplace(1) noise: P(|noise| > 100) = e^-100 per group.
+    assert (df["n"] > 100).all()
+
+
 def test_private_keys_release_only_selected(events):
     t = bdp.table(events, privacy_unit="user_id").where("revenue >= 0")
     r = t.group_by("campaign").agg(users=bdp.count_units()).release(

@@ -377,8 +377,13 @@ class Query:
             return keep, groups.iloc[keep].reset_index(drop=True)
         public = pd.DataFrame(list(self.keys), columns=list(self.by))
         found = groups.assign(__gi=np.arange(len(groups)))
+        # The engine matched the keys in the column's own type: a float32 column holds
+        # float32(0.1), which float64 0.1 does not equal, so compare in the column's float type.
+        is_float = pd.api.types.is_float_dtype
+        floats = {c: found[c].dtype for c in self.by
+                  if is_float(found[c].dtype) and is_float(public[c].dtype)}
         try:
-            merged = public.merge(found, on=list(self.by), how="left", sort=False)
+            merged = public.astype(floats).merge(found, on=list(self.by), how="left", sort=False)
         except (ValueError, TypeError) as exc:
             raise DataError("public keys do not match the type of the group columns",
                             private_detail=str(exc)) from None
