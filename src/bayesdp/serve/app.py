@@ -32,6 +32,7 @@ from bayesdp.serve.openapi import docs_page, openapi_schema
 from bayesdp.serve.service import AuditedLedger, DatasetNotFound, Service
 from bayesdp.serve.state import Analyst, State
 from bayesdp.serve.wire import guarantee_json, release_from_json
+from bayesdp.sql import SqlError
 
 log = logging.getLogger("bayesdp.serve")
 
@@ -61,6 +62,7 @@ class Call:
     status: int = 200
     result: str | None = None
     detail: str | None = None
+    dataset: str | None = None  # for the audit log, when the request names it only in its SQL
     headers: dict[str, str] = field(default_factory=dict)
 
 
@@ -136,30 +138,38 @@ def create_app(config: Config) -> Starlette:
         """Run one request between its two audit-log entries (in one worker thread)."""
         rid, request = call.rid, call.request
         state.audit_begin(rid, call.analyst.id, request.method, request.url.path, dataset, what or None)
+        status: str
+        detail: str | None
+        response: Response
+        result = None
         try:
             out = work(call)
         except ApiError as exc:
-            state.audit_end(rid, str(exc.status), None, exc.message)
-            return _error(exc.status, exc.code, exc.message, rid, exc.headers)
+            status, detail = str(exc.status), exc.message
+            response = _error(exc.status, exc.code, exc.message, rid, exc.headers)
         except DatasetNotFound as exc:
-            state.audit_end(rid, "404", None, str(exc))
-            return _error(404, "not_found", public_message(exc, rid), rid)
+            status, detail = "404", str(exc)
+            response = _error(404, "not_found", public_message(exc, rid), rid)
         except BudgetExceeded as exc:
-            state.audit_end(rid, "403", None, str(exc))
-            return _error(403, "budget_exceeded", public_message(exc, rid), rid)
+            status, detail = "403", str(exc)
+            response = _error(403, "budget_exceeded", public_message(exc, rid), rid)
         except (BayesdpError, ValueError, duckdb.Error) as exc:
             # str(exc) holds the private detail: it goes to the curator's audit log only.
-            state.audit_end(rid, "400", None, f"{type(exc).__name__}: {exc}")
-            return _error(400, "refused", public_message(exc, rid), rid)
+            status, detail = "400", f"{type(exc).__name__}: {exc}"
+            # Refused SQL points at the text it refuses: [start, end) in characters.
+            sql = exc.span if isinstance(exc, SqlError) else None
+            response = _error(400, "refused", public_message(exc, rid), rid, sql=sql)
         except Exception as exc:
             error_id = f"err_{secrets.token_hex(6)}"
             log.exception("error %s in %s %s (request %s)", error_id, request.method, request.url.path, rid)
-            state.audit_end(rid, "500", None, f"{error_id}: {exc!r}")
-            return _error(500, "internal", f"internal error {error_id}", rid, {}, error_id)
-        state.audit_end(rid, str(call.status), call.result, call.detail)
-        if isinstance(out, Response):
-            return out
-        return JSONResponse(out, status_code=call.status, headers={"X-Request-Id": rid, **call.headers})
+            status, detail = "500", f"{error_id}: {exc!r}"
+            response = _error(500, "internal", f"internal error {error_id}", rid, {}, error_id)
+        else:
+            status, result, detail = str(call.status), call.result, call.detail
+            response = out if isinstance(out, Response) else JSONResponse(
+                out, status_code=call.status, headers={"X-Request-Id": rid, **call.headers})
+        state.audit_end(rid, status, result, detail, call.dataset)
+        return response
 
     def api(work: Callable[[Call], Any], what: str = "") -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
@@ -200,13 +210,15 @@ def create_app(config: Config) -> Starlette:
 
     def body_of(call: Call) -> dict[str, Any]:
         if not isinstance(call.body, dict):
-            raise ApiError(400, "bad_request",
-                           'the body must be a JSON object {"dataset": ..., "spec": {...}}')
+            raise ApiError(400, "bad_request", 'the body must be a JSON object {"dataset": ..., '
+                           '"spec": {...}} or {"dataset": ..., "sql": "SELECT ..."}')
         return call.body
 
     def preview(call: Call) -> Any:
         body = body_of(call)
-        return service.preview(service.dataset(body.get("dataset")), body.get("spec"), body.get("group_size"))
+        ds = service.dataset_of(body)
+        call.dataset = ds.name
+        return service.preview(ds, body)
 
     def idempotency_key(call: Call) -> str:
         key = call.request.headers.get("idempotency-key") or call.rid
@@ -244,24 +256,26 @@ def create_app(config: Config) -> Starlette:
         except BaseException:
             state.abandon(result_id, ledger.spent)
             raise
-        doc.update(id=result_id, dataset=ds_name, created=time.time(),
-                   remaining=guarantee_json(ledger.ledger.remaining()))
+        doc.update(id=result_id, dataset=ds_name, remaining=guarantee_json(ledger.ledger.remaining()))
+        doc.setdefault("created", time.time())
         state.complete(result_id, doc)
         call.status = 201
         return doc
 
     def release(call: Call) -> Any:
         body = body_of(call)
-        ds = service.dataset(body.get("dataset"))
+        ds = service.dataset_of(body)
+        call.dataset = ds.name
+
         def run(ledger: AuditedLedger) -> dict[str, Any]:
-            doc, call.detail = service.release(ds, body.get("spec"), ledger)
+            doc, call.detail = service.release(ds, body, ledger)
             return doc
 
         return spending(call, "release", idempotency_key(call), ds.name, run)
 
     def releases(call: Call) -> Any:
         return {"releases": [{"id": r["id"], "dataset": r["dataset"], "created": r["created"],
-                              "guarantee": r["guarantee"], "label": r["spec"].get("label")}
+                              "guarantee": r["guarantee"], "label": r["label"]}
                              for r in state.results(call.analyst.id, "release")]}
 
     def stored_release(call: Call) -> dict[str, Any]:
@@ -366,9 +380,11 @@ def _audit_refused(state: State, rid: str, request: Request, exc: ApiError) -> N
 
 
 def _error(status: int, code: str, message: str, rid: str, headers: dict[str, str] | None = None,
-           error_id: str | None = None) -> JSONResponse:
+           error_id: str | None = None, sql: tuple[int, int] | None = None) -> JSONResponse:
     err: dict[str, Any] = {"code": code, "message": message}
     if error_id:
         err["id"] = error_id
+    if sql is not None:
+        err["sql"] = {"start": sql[0], "end": sql[1]}
     return JSONResponse({"error": err, "request_id": rid}, status_code=status,
                         headers={"X-Request-Id": rid, **(headers or {})})

@@ -25,6 +25,7 @@ from bayesdp.errors import BayesdpError, BudgetExceeded, InvalidParameter, inval
 from bayesdp.holdout import HoldoutAnswer
 from bayesdp.privacy import Guarantee
 from bayesdp.serve.wire import release_from_json
+from bayesdp.sql import SqlError
 from bayesdp.tables import Aggregate, Release
 
 RETRIES = 3
@@ -68,11 +69,14 @@ class Client:
                     raise
         if response.status_code >= 400:
             try:
-                message = response.json()["error"]["message"]
+                error = response.json()["error"]
+                message = error["message"]
             except (ValueError, KeyError, TypeError):
-                message = response.text
+                error, message = {}, response.text
             if response.status_code == 403:
                 raise BudgetExceeded(message)
+            if response.status_code == 400 and "sql" in error:
+                raise SqlError(message, start=error["sql"]["start"], end=error["sql"]["end"])
             if response.status_code == 400:
                 raise InvalidParameter(message)
             raise ServiceError(f"{response.status_code}: {message}", response.status_code)
@@ -103,6 +107,16 @@ class Client:
         if name not in self.datasets():
             raise invalid("name", name, f"one of the service's datasets {self.datasets()}")
         return RemoteTable(self, name)
+
+    def sql(self, query: str, *, epsilon: float | None = None, delta: float | None = None) -> Release:
+        """Answer a SQL query privately on the service, as `bdp.sql` does locally (the same
+        dialects; the table is the dataset the query's FROM names, its metadata the dataset's
+        public schema). Spends this analyst's budget; a refused query raises `SqlError`."""
+        body: dict[str, Any] = {"sql": query}
+        body.update({k: v for k, v in (("epsilon", epsilon), ("delta", delta)) if v is not None})
+        doc = self._json("POST", "/v1/releases", body, key=str(uuid.uuid4()))
+        _warn(doc)
+        return release_from_json(doc)
 
     def get_release(self, release_id: str) -> Release:
         """One of this analyst's earlier releases, fetched again (it is not released a second

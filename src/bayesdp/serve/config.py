@@ -100,6 +100,14 @@ class Dataset:
         """The unit a guarantee names: the privacy unit column, or "row"."""
         return self.privacy_unit or "row"
 
+    def sql_metadata(self) -> dict[str, Any]:
+        """This dataset as `bayesdp.sql` metadata: its privacy unit, release options, column bounds
+        and public keys (its domains)."""
+        columns = {c.name: {**({"bounds": list(c.bounds)} if c.bounds else {}),
+                            **({"keys": list(c.domain)} if c.domain else {})} for c in self.columns.values()}
+        return {"tables": {self.name: {"privacy_unit": self.privacy_unit or False, **self.options,
+                                       "columns": columns}}}
+
 
 @dataclass(frozen=True)
 class Holdout:

@@ -17,10 +17,22 @@ _SPEC = {"type": "object", "description": "a release spec in the format of `baye
 _REQUEST = {"type": "object", "required": ["dataset", "spec"],
             "properties": {"dataset": {"type": "string"}, "spec": _SPEC,
                            "group_size": {"type": "integer", "description": "preview only"}}}
+_SQL_REQUEST = {"type": "object", "required": ["sql"],
+                "properties": {"sql": {"type": "string", "description": "one SELECT in the dialects of "
+                                       "`bayesdp sql` (BigQuery's WITH DIFFERENTIAL_PRIVACY clause, or plain "
+                                       "SQL); its metadata is the dataset's public schema: privacy unit, "
+                                       "bounds, public keys (domains) and release options"},
+                               "dataset": {"type": "string", "description": "default: the table the "
+                                           "query's FROM names"},
+                               "epsilon": {"type": "number", "description": "if the query gives none"},
+                               "delta": {"type": "number"},
+                               "group_size": {"type": "integer", "description": "preview only"}}}
+_BODY = {"oneOf": [_REQUEST, _SQL_REQUEST]}
 _IDEMPOTENCY = {"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string"},
                 "description": "a retried request with the same key returns the stored result and "
                                "spends nothing"}
-_ERRORS = {"400": "refused input (the message says why)", "401": "missing, wrong or revoked token",
+_ERRORS = {"400": "refused input (the message says why; refused SQL also gives error.sql = {start, end}, "
+                  "the characters of the construct refused)", "401": "missing, wrong or revoked token",
            "403": "the budget would be exceeded (the message says what remains)",
            "404": "unknown dataset, holdout or release (or another analyst's)",
            "409": "a request with this idempotency key is running, or stopped after spending",
@@ -33,9 +45,9 @@ _ENDPOINTS: list[tuple[str, str, str, dict[str, Any] | None, list[dict[str, Any]
     ("get", "/v1/datasets", "datasets and holdouts: public metadata only (schema, bounds, public keys, "
      "budgets)", None, []),
     ("get", "/v1/budget", "your budget per dataset: total, spent, remaining", None, []),
-    ("post", "/v1/preview", "expected error of a spec from public parameters (free)", _REQUEST, []),
-    ("post", "/v1/releases", "run a private release: values, intervals, guarantee, explanation and the "
-     "remaining budget (spends before any noise is drawn)", _REQUEST, [_IDEMPOTENCY]),
+    ("post", "/v1/preview", "expected error of a spec or SQL from public parameters (free)", _BODY, []),
+    ("post", "/v1/releases", "run a private release of a spec or SQL: values, intervals, guarantee, "
+     "explanation and the remaining budget (spends before any noise is drawn)", _BODY, [_IDEMPOTENCY]),
     ("get", "/v1/releases", "your releases", None, []),
     ("get", "/v1/releases/{id}", "one of your releases", None, []),
     ("get", "/v1/releases/{id}/report", "its HTML report", None, []),

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import threading
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pandas as pd
+from sqlglot import exp
 
 from bayesdp import tables
 from bayesdp.commands.release import RELEASE_KEYS, build, check_spec
@@ -27,6 +28,8 @@ from bayesdp.privacy import Ledger, Spend
 from bayesdp.serve.config import Config, Dataset, Holdout
 from bayesdp.serve.state import State
 from bayesdp.serve.wire import guarantee_json, plain, release_json
+from bayesdp.sql import Translation, release_translation, translate
+from bayesdp.sql.translate import parse
 from bayesdp.tables.source import engine_for
 
 
@@ -64,6 +67,7 @@ class Service:
         for ds in config.datasets.values():
             keep = [*([ds.privacy_unit] if ds.privacy_unit else []), *ds.columns]
             self._load("ds", ds.name, ds.source, keep, f"datasets.{ds.name}")
+        self._metadata = {ds.name: ds.sql_metadata() for ds in config.datasets.values()}
         self.holdouts = {h.name: HoldoutService(self, h) for h in config.holdouts.values()}
 
     def _load(self, kind: str, name: str, path: Path, keep: list[str] | None, key: str) -> list[str]:
@@ -88,6 +92,19 @@ class Service:
             raise DatasetNotFound(f"no dataset named {name!r}; the datasets are "
                                   f"{sorted(self.config.datasets)}")
         return self.config.datasets[name]
+
+    def dataset_of(self, request: dict[str, Any]) -> Dataset:
+        """The dataset a request names, or the table its SQL reads when it names none."""
+        name, text = request.get("dataset"), request.get("sql")
+        if name is None and isinstance(text, str):
+            from_ = parse(text)[0].args.get("from_")
+            node = None if from_ is None else from_.this
+            name = node.name if isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier) \
+                else None
+            if name not in self.config.datasets:
+                # Refuses the query (a construct it uses, or what it reads), pointing at the text.
+                translate(text, dict.fromkeys(self.config.datasets))
+        return self.dataset(name)
 
     # -- metadata ------------------------------------------------------------------------
 
@@ -148,30 +165,55 @@ class Service:
             raise SpecError(exc.args[0]) from None
         return query, spec, options
 
-    def preview(self, ds: Dataset, spec: Any, group_size: Any = None) -> dict[str, Any]:
-        """The expected error of a spec from public parameters (free: reads no data values)."""
-        query, spec, options = self.query(ds, spec)
+    def translation(self, ds: Dataset, request: dict[str, Any]) -> Translation:
+        """The translation of a request's SQL (`bayesdp.sql`, with the dataset's public schema as
+        its metadata: privacy unit, bounds, public keys, release options); reads the schema only."""
+        unknown = sorted(set(request) - {"dataset", "sql", "epsilon", "delta", "group_size"})
+        if unknown:
+            raise invalid("request keys", unknown, "dataset, sql and optionally epsilon and delta "
+                          "(the other options go in the query or come from the dataset)")
+        text = request["sql"]
+        if not isinstance(text, str) or not text.strip():
+            raise invalid("sql", text, f"one SELECT statement over the table {ds.name!r}")
+        return translate(text, {ds.name: self.relation("ds", ds.name)}, metadata=self._metadata[ds.name],
+                         epsilon=request.get("epsilon"), delta=request.get("delta"))
+
+    def preview(self, ds: Dataset, request: dict[str, Any]) -> dict[str, Any]:
+        """The expected error of a spec or SQL from public parameters (free: reads no data values)."""
+        if "sql" in request:
+            t = self.translation(ds, request)
+            query, options = t.query, t.options
+        else:
+            query, _, options = self.query(ds, request.get("spec"))
         if "epsilon" not in options:
             raise InvalidParameter("epsilon is missing: give it in the spec")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            df = query.preview(**options, group_size=group_size)
+            df = query.preview(**options, group_size=request.get("group_size"))
             plan = query.plan(**{k: v for k, v in options.items() if k != "alpha"})
         return {"dataset": ds.name, "columns": list(df.columns),
                 "rows": [[plain(v) for v in row] for row in df.itertuples(index=False)],
                 "guarantee": guarantee_json(plan.guarantee),
                 "warnings": [str(w.message) for w in caught]}
 
-    def release(self, ds: Dataset, spec: Any, ledger: AuditedLedger) -> tuple[dict[str, Any], str]:
-        """Run the release through `Query.release`, which spends on the ledger before any noise;
-        returns its public JSON and, for the curator's audit log only, its exact diagnostics."""
-        query, spec, options = self.query(ds, spec)
-        if "epsilon" not in options:
-            raise InvalidParameter("epsilon is missing: give it in the spec")
+    def release(self, ds: Dataset, request: dict[str, Any],
+                ledger: AuditedLedger) -> tuple[dict[str, Any], str]:
+        """Run a spec's release through `Query.release`, or SQL through `bayesdp.sql`, both of
+        which spend on the ledger before any noise; returns its public JSON and, for the
+        curator's audit log only, its exact diagnostics."""
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            release = query.release(ledger=ledger, label=spec.get("label"), **options)
-        doc = release_json(release, spec, options)
+            if "sql" in request:
+                t = self.translation(ds, request)
+                release = release_translation(t, ledger=ledger)
+                asked: dict[str, Any] = {"sql": t.text}
+                options = t.options
+            else:
+                query, asked, options = self.query(ds, request.get("spec"))
+                if "epsilon" not in options:
+                    raise InvalidParameter("epsilon is missing: give it in the spec")
+                release = query.release(ledger=ledger, label=asked.get("label"), **options)
+        doc = release_json(replace(release, dataset=ds.name), asked, options)
         # A CuratorWarning states exact facts about the data: the audit log gets it, not the analyst.
         curator = [str(w.message) for w in caught if issubclass(w.category, CuratorWarning)]
         doc["warnings"] = [str(w.message) for w in caught if not issubclass(w.category, CuratorWarning)]

@@ -260,10 +260,11 @@ class State:
                          "WHERE request = ?", (g.epsilon, g.delta, g.rho, request_id))
 
     def audit_end(self, request_id: str, status: str, result: str | None = None,
-                  detail: str | None = None) -> None:
+                  detail: str | None = None, dataset: str | None = None) -> None:
         with self._transaction() as conn:
-            conn.execute("UPDATE audit SET status = ?, result = COALESCE(?, result), detail = ? "
-                         "WHERE request = ?", (status, result, detail, request_id))
+            conn.execute("UPDATE audit SET status = ?, result = COALESCE(?, result), detail = ?, "
+                         "dataset = COALESCE(?, dataset) WHERE request = ?",
+                         (status, result, detail, dataset, request_id))
 
     def audit_log(self, analyst_id: str | None = None) -> list[dict[str, Any]]:
         """The curator's view: every request, with its spend, result and private detail."""

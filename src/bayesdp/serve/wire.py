@@ -1,13 +1,15 @@
 """A Release as JSON and back: what the service sends and what the client rebuilds.
 
-The JSON carries the released values and intervals, the spec and the release options; the
-plan (budget split, mechanisms, guarantee) is rebuilt from those public parameters by the same
-`make_plan` the release used. No exact diagnostic is ever part of it.
+The JSON carries the released values and intervals, what the analyst asked (a spec or SQL), the
+release options, the derived columns' descriptions, the label and time; the plan (budget split,
+mechanisms, guarantee) is rebuilt from its public parameters by the same `make_plan` the release
+used. No exact diagnostic is ever part of it.
 """
 
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -38,31 +40,39 @@ def guarantee_json(g: Guarantee) -> dict[str, Any]:
             "unit": g.unit, "text": str(g)}
 
 
-def plan_for(spec: dict[str, Any], options: dict[str, Any], unit: str) -> Plan:
-    """The plan of a release from its spec and options (public parameters only)."""
-    aggs = {n: aggregate(n, item) for n, item in spec["aggregates"].items()}
-    grouped = bool(spec.get("group_by"))
-    return make_plan(aggs, epsilon=options["epsilon"], delta=options.get("delta", 0.0),
-                     noise=options.get("noise", "laplace"), unit=unit,
-                     max_groups=options.get("max_groups_per_unit", 1) if grouped else 1,
-                     max_rows=options.get("max_rows_per_group", 1),
-                     private_keys=grouped and spec.get("keys") is None,
-                     selection_weight=options.get("selection_weight", 1.0))
+def plan_json(plan: Plan, selection_weight: float) -> dict[str, Any]:
+    """The public parameters `make_plan` rebuilds a release's plan from."""
+    return {"aggregates": {n: s.aggregate.spec() for n, s in plan.steps.items()},
+            "epsilon": plan.epsilon, "delta": plan.delta, "noise": plan.noise, "unit": plan.unit,
+            "max_groups": plan.max_groups, "max_rows": plan.max_rows,
+            "private_keys": plan.selection is not None, "selection_weight": selection_weight}
 
 
-def release_json(release: Release, spec: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
-    """The public part of a release: keys, estimates, the table, guarantee and explanation."""
+def plan_from_json(doc: dict[str, Any]) -> Plan:
+    aggs = {n: aggregate(n, item) for n, item in doc["aggregates"].items()}
+    return make_plan(aggs, **{k: v for k, v in doc.items() if k != "aggregates"})
+
+
+def release_json(release: Release, request: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """The public part of a release: keys, estimates, the table, plan, guarantee and explanation;
+    `request` is what the analyst asked (a spec or SQL), `options` the release options used."""
     public = release.public()
     table = public.to_pandas()
     return {
-        "spec": spec,
+        "spec": request,
         "options": options,
+        "plan": plan_json(public.plan, options.get("selection_weight", 1.0)),
         "alpha": public.alpha,
         "public_keys": public.public_keys,
         "keys": {"columns": list(public.keys.columns),
                  "data": [[plain(v) for v in row] for row in public.keys.itertuples(index=False)]},
         "estimates": {n: {"value": _array(e.value), "low": _array(e.low), "high": _array(e.high)}
                       for n, e in public.estimates.items()},
+        "derived": dict(public.derived),
+        "output_columns": list(public.columns),
+        "label": public.label,
+        "dataset": public.dataset,
+        "created": public.created.timestamp(),
         "columns": list(table.columns),
         "rows": [[plain(v) for v in row] for row in table.itertuples(index=False)],
         "guarantee": guarantee_json(public.guarantee),
@@ -72,12 +82,12 @@ def release_json(release: Release, spec: dict[str, Any], options: dict[str, Any]
 
 def release_from_json(doc: dict[str, Any]) -> Release:
     """Rebuild the Release (without diagnostics) from `release_json`'s output."""
-    spec, options = doc["spec"], doc["options"]
-    plan = plan_for(spec, options, doc["guarantee"]["unit"])
     keys = pd.DataFrame(doc["keys"]["data"], columns=doc["keys"]["columns"])
     if not keys.columns.size:
         keys = pd.DataFrame(index=pd.RangeIndex(len(doc["rows"])))
     estimates = {n: Estimate(*(np.array(e[k], dtype=np.float64) for k in ("value", "low", "high")))
                  for n, e in doc["estimates"].items()}
-    return Release(keys, estimates=estimates, plan=plan, alpha=float(doc["alpha"]), diagnostics=None,
-                   public_keys=bool(doc["public_keys"]))
+    return Release(keys, estimates=estimates, plan=plan_from_json(doc["plan"]), alpha=float(doc["alpha"]),
+                   diagnostics=None, public_keys=bool(doc["public_keys"]), derived=dict(doc["derived"]),
+                   columns=tuple(doc["output_columns"]), label=doc["label"], dataset=doc["dataset"],
+                   created=datetime.fromtimestamp(doc["created"], UTC))

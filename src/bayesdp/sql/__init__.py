@@ -86,11 +86,17 @@ def sql(query: str, tables: Mapping[str, Any], *, metadata: str | Path | Mapping
     `bayesdp.sql.metadata`). `epsilon`/`delta` given here and in the query must agree. `ledger`
     records the spend before any value is computed; `rng` is for tests only.
     """
-    t = translate(query, tables, metadata=metadata, epsilon=epsilon, delta=delta)
+    return release_translation(translate(query, tables, metadata=metadata, epsilon=epsilon, delta=delta),
+                               ledger=ledger, rng=rng)
+
+
+def release_translation(t: Translation, *, ledger: Ledger | None = None, rng: Rng | None = None) -> Release:
+    """Release a translated query: its post-processing rehearsed before anything is spent, the
+    builder's release (which spends on `ledger` first), then the post-processing."""
     rehearse(t)
-    label = "sql: " + " ".join(query.split())
+    label = "sql: " + " ".join(t.text.split())
     release = t.query.release(ledger=ledger, rng=rng, label=label[:500], **t.options)
     return finish(t, release)
 
 
-__all__ = ["SqlError", "Translation", "sql", "translate"]
+__all__ = ["SqlError", "Translation", "release_translation", "sql", "translate"]

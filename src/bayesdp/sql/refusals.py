@@ -23,6 +23,13 @@ class SqlError(InvalidParameter):
         self.end = end if end is not None else (None if start is None else start + 1)
         super().__init__(self._render())
 
+    @property
+    def span(self) -> tuple[int, int] | None:
+        """[start, end) of the offending text in the query, or None."""
+        if self.start is None or not self.query:
+            return None
+        return self.start, self.end if self.end is not None else self.start + 1
+
     def _render(self) -> str:
         if self.start is None or not self.query:
             return self.message
