@@ -76,5 +76,22 @@ def test_sign_in_preview_release_and_read_the_table(server: Server, browser: web
     assert "per user" in browser.find_element(By.ID, "result-explain").text
     wait.until(lambda d: "remaining ε=1," in d.find_element(By.ID, "budget-text").text)
     assert len(browser.find_elements(By.CSS_SELECTOR, "#history tbody tr")) == 1
+
+    # SQL: prefilled from the schema; a refused query shows the caret, a good one its table.
+    query = browser.find_element(By.ID, "sql")
+    assert query.get_attribute("value") == "SELECT shop, COUNT(*) AS n FROM visits GROUP BY shop"
+    query.clear()
+    query.send_keys("SELECT COUNT(*) FROM read_csv('/etc/passwd')")
+    browser.find_element(By.ID, "sql-button").click()
+    wait.until(lambda d: "^" in d.find_element(By.ID, "sql-error").text)
+    query.clear()
+    query.send_keys("SELECT shop, COUNT(*) AS n FROM visits GROUP BY shop ORDER BY shop DESC")
+    browser.execute_script("arguments[0].value = 0.5; arguments[0].dispatchEvent(new Event('input'));",
+                           slider)
+    browser.find_element(By.ID, "sql-button").click()
+    wait.until(lambda d: "remaining ε=0.5," in d.find_element(By.ID, "budget-text").text)
+    rows = [[c.text for c in r.find_elements(By.TAG_NAME, "td")]
+            for r in browser.find_elements(By.CSS_SELECTOR, "#result-table tbody tr")]
+    assert [r[0] for r in rows] == ["c", "b", "a"] and all("[" in r[1] for r in rows)
     browser.save_screenshot(str(tmp_path / "console.png"))
     assert (tmp_path / "console.png").stat().st_size > 0
