@@ -15,6 +15,12 @@ Run with the anchor environment:  .venv-bench/bin/python bench/tables.py [--rows
 3. Public keys: count, sum and mean per group on a generated table (default 2M rows, 200,000
    users, groups 0..199,999), ≤5 groups and 1 row per group per user, with the first 1,000 and
    the first 100,000 groups as public keys, against the plain GROUP BY over the same keys.
+4. The floor (`--floor`, issue 16 §2): on `--rows` rows, count, sum and mean (revenue clipped to
+   [0, 100]) per group, ≤5 groups and 1 row per group per user, in three key modes (the events
+   table's 1,000 campaigns with private partition selection; the keyed table of 3. with its first
+   1,000 and first 100,000 groups as public keys); in alternating rounds, the plain GROUP BY, the
+   floor (the best non-private SQL giving the same bounded aggregates: the keys semi-joined, one
+   window sort per user keyed by a secret-seeded hash, then the aggregates) and the release.
 Prints ratios measured in one run; the machine may be shared, so read ratios, not seconds.
 """
 
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import resource
+import secrets
 import statistics
 import tempfile
 import time
@@ -83,7 +90,8 @@ def speed(rows: int, runs: int, pdp_rows: int) -> None:
               f"kept {rel.diagnostics.kept_rows:,} rows; peak RSS {peak_gb:.2f} GB")
         # The floor: the same bounding, in DuckDB alone (native hashes, no noise, no grid),
         # followed by the plain query's aggregates with the exact median.
-        t_floor, _ = timed(lambda: con.sql(bounded_sql(path)).fetchall(), runs)
+        floor_sql = bounded_sql(f"'{path}'", "campaign", "count(*), sum(v), avg(v), median(v)")
+        t_floor, _ = timed(lambda: con.sql(floor_sql).fetchall(), runs)
         print(f"floor: bounding + the plain aggregates, no DP {t_floor:.3f} s = "
               f"{t_floor / t_plain:.2f}x plain")
         t_pdp = pipeline_dp_time(path, pdp_rows)
@@ -94,14 +102,19 @@ def speed(rows: int, runs: int, pdp_rows: int) -> None:
                   f"{rows:,}: bayesdp is {per_row * rows / t_bdp:.0f}x faster")
 
 
+def keyed(path: Path, rows: int) -> None:
+    """rows/10 users with 10 rows each, in groups 0..rows/10 - 1 at random, revenue in [0, 100)."""
+    users = max(rows // 10, 1)
+    duckdb.sql(f"""COPY (SELECT i % {users} AS user_id, hash(i) % {users} AS grp,
+        (hash(i * 7) % 10000) / 100.0 AS revenue FROM range({rows}) t(i))
+        TO '{path}' (FORMAT parquet)""")
+
+
 def public_keys(rows: int, runs: int, modes: tuple[int, ...] = (1_000, 100_000)) -> None:
     """Releases with public keys (issue: rows outside the keys once cost an IN list per row)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "keyed.parquet"
-        users = max(rows // 10, 1)
-        duckdb.sql(f"""COPY (SELECT i % {users} AS user_id, hash(i) % {users} AS grp,
-            (hash(i * 7) % 10000) / 100.0 AS revenue FROM range({rows}) t(i))
-            TO '{path}' (FORMAT parquet)""")
+        keyed(path, rows)
         con = duckdb.connect()
         for k in modes:
             plain_sql = (f"SELECT grp, count(*), sum(revenue), avg(revenue) FROM '{path}' "
@@ -117,15 +130,61 @@ def public_keys(rows: int, runs: int, modes: tuple[int, ...] = (1_000, 100_000))
                   f"{rel.diagnostics.dropped_by_keys:,} rows outside the keys")
 
 
-def bounded_sql(path: Path) -> str:
-    """The plain query over rows bounded as bayesdp bounds them (≤ 5 campaigns per user chosen by
-    a keyed hash, 1 row per campaign), with DuckDB's own hashes: the cost of bounding alone."""
-    group = "hash(user_id, campaign) ^ 99::UBIGINT"
-    row = "hash(user_id, campaign, revenue) ^ 12345::UBIGINT"
-    by = f"PARTITION BY user_id ORDER BY {group}"
-    return (f"SELECT campaign, count(*), sum(revenue), avg(revenue), median(revenue) FROM ("
-            f"SELECT campaign, revenue FROM '{path}' QUALIFY dense_rank() OVER ({by}) <= 5 AND "
-            f"row_number() OVER ({by}, {row}) - rank() OVER ({by}) < 1) GROUP BY campaign")
+def bounded_sql(source: str, group: str, aggregates: str, where: str = "TRUE") -> str:
+    """`aggregates` of `v` (revenue clipped to [0, 100]) per `group` over the rows of `source`
+    where `where` holds, bounded as bayesdp bounds them (≤ 5 groups per user chosen by a
+    hash keyed by a fresh secret, 1 row per group by another) with DuckDB's own hashes and one
+    window sort per user: the cost of bounding alone, no noise, no diagnostics."""
+    seed = secrets.randbits(63)
+    group_hash = f"hash(user_id, {group}, {seed})"
+    by = f"PARTITION BY user_id ORDER BY {group_hash}"
+    row = f"hash(user_id, {group}, revenue, {seed + 1})"
+    return (f"SELECT {group}, {aggregates} FROM (SELECT {group}, least(greatest(revenue, 0), 100)"
+            f" AS v FROM {source} WHERE {where} QUALIFY dense_rank() OVER ({by}) <= 5 AND"
+            f" row_number() OVER ({by}, {row}) - rank() OVER ({by}) < 1) GROUP BY {group}")
+
+
+def alternating(runs: int, **measures: Callable[[], Any]) -> dict[str, float]:
+    """Median wall time of each measure over `runs` rounds that run them in turn, so that a
+    change of load on the shared machine reaches every measure alike."""
+    times: dict[str, list[float]] = {name: [] for name in measures}
+    for _ in range(runs):
+        for name, run in measures.items():
+            t0 = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def floor(rows: int, runs: int) -> None:
+    """The release against the floor and the plain GROUP BY, three key modes (issue 16 §2)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        ev, kt = Path(tmp) / "events.parquet", Path(tmp) / "keyed.parquet"
+        events(ev, rows)
+        keyed(kt, rows)
+        for label, path, group, k in (("private keys, 1,000 campaigns", ev, "campaign", None),
+                                      ("1,000 public keys", kt, "grp", 1_000),
+                                      ("100,000 public keys", kt, "grp", 100_000)):
+            con = duckdb.connect(config={"preserve_insertion_order": False})
+            where = "TRUE"
+            if k is not None:
+                con.sql(f"CREATE TABLE public_keys AS SELECT range AS k FROM range({k})")
+                where = f"{group} IN (SELECT k FROM public_keys)"
+            plain_sql = (f"SELECT {group}, count(*), sum(revenue), avg(revenue) FROM '{path}' "
+                         f"WHERE {where} GROUP BY {group}")
+            q = bdp.table(path, "user_id").group_by(group, keys=None if k is None else range(k)).agg(
+                rows=bdp.count(), revenue=bdp.sum("revenue", bounds=(0, 100)),
+                avg=bdp.mean("revenue", bounds=(0, 100)))
+            t = alternating(
+                runs, plain=lambda c=con, s=plain_sql: c.sql(s).fetchall(),
+                floor=lambda c=con, g=group, w=where, p=path: c.sql(bounded_sql(
+                    f"'{p}'", g, "count(*), sum(v), avg(v)", w)).fetchall(),
+                release=lambda q=q, k=k: q.release(1.0, 1e-6 if k is None else 0.0,
+                                                   max_groups_per_unit=5, max_rows_per_group=1))
+            print(f"floor, {label}, {rows:,} rows (median of {runs} alternating rounds): plain "
+                  f"{t['plain']:.3f} s, floor {t['floor']:.3f} s = {t['floor'] / t['plain']:.1f}x "
+                  f"plain, release {t['release']:.3f} s = {t['release'] / t['floor']:.2f}x the floor"
+                  f" ({'meets' if t['release'] <= 1.3 * t['floor'] else 'misses'} 1.3x)", flush=True)
 
 
 def pipeline_dp_time(path: Path, n: int) -> float | None:
@@ -249,7 +308,11 @@ def main() -> None:
     p.add_argument("--median-seeds", type=int, default=20)
     p.add_argument("--keys-rows", type=int, default=2_000_000)
     p.add_argument("--skip-keys", action="store_true")
+    p.add_argument("--floor", action="store_true", help="only the release against the floor")
     args = p.parse_args()
+    if args.floor:
+        floor(args.rows, args.runs)
+        return
     if not args.skip_speed:
         speed(args.rows, args.runs, args.pipeline_dp_rows)
     if not args.skip_keys:

@@ -10,7 +10,9 @@ is below `max_rows` (row_number - rank). The three window functions share the on
 Without quantiles or histograms the kept rows are aggregated in the same query; with them,
 the kept rows (at most units x max_groups x max_rows) are materialized once in a temporary
 table, dropped afterwards, so the grids cost no second pass over the data.
-One cheap scan counts the rows, the null units and the rows outside the public keys.
+One cheap scan counts the rows and the null units. The rows outside the public keys are the
+others minus those that entered bounding, which the bounding sort counts per unit (a window
+over the whole partition, sharing the sort), so the keys are joined to the rows only once.
 
 Every DuckDB call, building a query and running it, goes through `duckdb_errors`: a DuckDB
 error becomes a DataError (or a ResourceError when memory or disk runs out) whose public
@@ -168,14 +170,14 @@ class DuckDBEngine:
         values = _value_columns(request)
         source = self._filtered(request.where)
         with self._keys(request) as keys:
-            self.sql(_counts_sql(source, request, keys))
+            self.sql(_counts_sql(source, request))
             self.sql(_kept_sql(source, request, values, keys))
 
     def aggregate(self, request: BoundingRequest) -> ExactAggregates:
         values = _value_columns(request)
         source = self._filtered(request.where)
         with self._keys(request) as keys:
-            totals = tuple(int(c) for c in self.rows(_counts_sql(source, request, keys))[0])
+            totals = tuple(int(c) for c in self.rows(_counts_sql(source, request))[0])
             kept_sql = _kept_sql(source, request, values, keys)
             if not request.cells and not request.bins:  # one pass: aggregate the kept rows directly
                 return self._collect(f"({kept_sql})", request, values, totals)
@@ -200,11 +202,13 @@ class DuckDBEngine:
 
     def _collect(self, kept: str, req: BoundingRequest, values: list[str],
                  counts: tuple[int, ...]) -> ExactAggregates:
-        rows_total, null_units, outside = counts
+        rows_total, null_units = counts
         keys = [ident(k) for k in req.keys]
         group_by = f"GROUP BY {', '.join(keys)} ORDER BY {', '.join(keys)} NULLS LAST" if keys else ""
         key_sel = "".join(f"{k}, " for k in keys)
         cols = ["count(*) AS __rows", "count(*) FILTER (__first) AS __units"]
+        if _counts_entered(req):
+            cols.append("sum(__entered) AS __entered")
         for i, meas in enumerate(req.measures):
             v = f"__v{values.index(meas.column)}"
             c = _clip(v, meas.lo, meas.hi)
@@ -216,6 +220,9 @@ class DuckDBEngine:
                      f"count(*) FILTER (isinf(__v{j})) AS __inf{j}"]
         stats_df = self.frame(f"SELECT {key_sel}{', '.join(cols)} FROM {kept} {group_by}")
         kept_rows = int(stats_df["__rows"].sum())
+        # Rows outside the public keys: those with a unit that did not enter bounding.
+        outside = 0 if req.public_keys is None else rows_total - null_units - (
+            int(stats_df["__entered"].sum()) if _counts_entered(req) else kept_rows)
         groups = stats_df[list(req.keys)].reset_index(drop=True)
         moments, clipped, nulls, infinite = read_measures(stats_df, req, values)
         cells = {}
@@ -295,12 +302,17 @@ class DuckDBEngine:
         return out, int(df["__clip"].sum())
 
 
-def _counts_sql(source: str, req: BoundingRequest, key_table: str | None) -> str:
-    """Rows, rows with a null unit, rows outside the public keys (a semi-join, not an IN list)."""
+def _counts_sql(source: str, req: BoundingRequest) -> str:
+    """Rows, rows with a null unit."""
     unit_null = "FALSE" if req.unit is None else f"{ident(req.unit)} IS NULL"
-    outside = "0" if key_table is None else \
-        f"count(*) FILTER (NOT ({unit_null}) AND NOT {_in_keys(req, key_table)})"
-    return f"SELECT count(*), count(*) FILTER ({unit_null}), {outside} FROM ({source})"
+    return f"SELECT count(*), count(*) FILTER ({unit_null}) FROM ({source})"
+
+
+def _counts_entered(req: BoundingRequest) -> bool:
+    """Whether the kept rows carry `__entered`, each unit's rows in the public keys (on one kept
+    row of the unit, 0 on the others). Without public keys every row enters; without a unit
+    every row in the keys is kept."""
+    return req.public_keys is not None and req.unit is not None
 
 
 def _value_columns(req: BoundingRequest) -> list[str]:
@@ -354,12 +366,17 @@ def _kept_sql(source: str, req: BoundingRequest, values: list[str], key_table: s
         # inside its group in random order.
         ranks = (f", dense_rank() OVER ({by_group}) AS __g, row_number() OVER ({by_group},"
                  f" {row_hash}) - rank() OVER ({by_group}) AS __i")
+        if _counts_entered(req):  # the same sort: the whole partition is the unit's rows
+            ranks += (f", count(*) OVER ({by_group} ROWS BETWEEN UNBOUNDED PRECEDING AND"
+                      " UNBOUNDED FOLLOWING) AS __n")
         keep = f"__g <= {req.max_groups} AND __i < {req.max_rows}"
     else:
         ranks = f", row_number() OVER (PARTITION BY {unit} ORDER BY {row_hash}) - 1 AS __i"
         keep = f"__i < {req.max_rows}"
     out = "".join(f"{k}, " for k in keys) + "__i = 0 AS __first" + \
         "".join(f", __v{j}" for j in range(len(values)))
+    if _counts_entered(req):
+        out += ", CASE WHEN __g = 1 AND __i = 0 THEN __n ELSE 0 END AS __entered"
     # An outer WHERE, not QUALIFY: DuckDB turns `row_number() ... QUALIFY __i < k` into a top-k
     # per partition that cannot spill, so a memory limit would fail what a spilling sort finishes.
     return (f"SELECT {out} FROM (SELECT {unit} AS __u{key_sel}{fields}{ranks} FROM ({source})"
