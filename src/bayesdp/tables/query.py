@@ -29,9 +29,11 @@ from bayesdp.mechanisms.base import check_epsilon
 from bayesdp.noise import Rng, resolve_rng
 from bayesdp.privacy import Guarantee
 from bayesdp.tables.aggregates import Aggregate
+from bayesdp.tables.bounded import bounded
 from bayesdp.tables.engines.arrays import in_memory
 from bayesdp.tables.engines.base import (
     Bins,
+    Bounding,
     BoundingRequest,
     Cells,
     CellWindow,
@@ -108,10 +110,26 @@ class Table:
     filters: tuple[RowExpression, ...] = ()
     unit_name: str = "row"
     name: str | None = None
+    bounding: Bounding | None = None  # set by bounded()
 
     @property
     def columns(self) -> list[str]:
         return list(self.engine.schema())
+
+    def bounded(self, by: str | Sequence[str] = (), *, max_groups_per_unit: int | None = None,
+                max_rows_per_group: int = 1, rng: Rng | None = None) -> Table:
+        """This table with each unit's contribution bounded once, for groups by `by`: at most
+        `max_groups_per_unit` groups and `max_rows_per_group` rows per group, chosen at random
+        with a secret seed drawn now (`rng`: tests only). The kept rows are materialised at the
+        first release (DuckDB: a temporary table, spilled to temp_directory past memory_limit;
+        Spark: a persisted DataFrame) and every release on the result reads them: group_by the
+        same columns, any aggregates, where, public keys, preview. Bounding is a 1-stable
+        transformation (McSherry 2009, PINQ: a c-stable transformation then an ε-DP query is
+        cε-DP; a unit's kept rows depend on its own rows only), so each release costs only its
+        own ε, δ in the ledger. A where() here filters after bounding (one before bounded() filters
+        before), and rows outside public keys are dropped after bounding, so a unit's kept
+        groups are chosen among all its groups; a release asking for other bounds is refused."""
+        return bounded(self, by, max_groups_per_unit, max_rows_per_group, rng)
 
     def where(self, condition: str | RowExpression) -> Table:
         """Keep rows where the SQL expression holds (a public filter, applied before bounding).
@@ -255,7 +273,7 @@ class Query:
         return bool(self.by) and self.keys is None
 
     def plan(self, epsilon: float, delta: float = 0.0, *, max_groups_per_unit: int | None = None,
-             max_rows_per_group: int = 1, noise: str = "laplace",
+             max_rows_per_group: int | None = None, noise: str = "laplace",
              selection_weight: float = 1.0) -> Plan:
         """The budget split and mechanisms for these parameters (touches no data).
 
@@ -266,11 +284,14 @@ class Query:
         """
         eps = check_epsilon(epsilon)
         d = check_delta("delta", delta)
+        if self.table.bounding is not None:  # None: the bounded table's
+            max_groups_per_unit, max_rows_per_group = self.table.bounding.resolve(
+                self.by, max_groups_per_unit, max_rows_per_group)
         k = self._max_groups(max_groups_per_unit)
-        m = check_positive_int("max_rows_per_group", max_rows_per_group)
+        m = check_positive_int("max_rows_per_group", 1 if max_rows_per_group is None else max_rows_per_group)
         if self.table.privacy_unit is None and (k, m) != (1, 1):
             raise InvalidParameter(
-                f"max_groups_per_unit={k} and max_rows_per_group={max_rows_per_group}: "
+                f"max_groups_per_unit={k} and max_rows_per_group={m}: "
                 "without a privacy unit (privacy_unit=None; in a spec privacy_unit = false) every "
                 "row is a unit, in one group, once; both must be 1 "
                 "(name a privacy_unit column when a person has several rows)")
@@ -296,7 +317,7 @@ class Query:
         return check_positive_int("max_groups_per_unit", value)
 
     def release(self, epsilon: float, delta: float = 0.0, *, max_groups_per_unit: int | None = None,
-                max_rows_per_group: int = 1, alpha: float = 0.05, ledger: Ledger | None = None,
+                max_rows_per_group: int | None = None, alpha: float = 0.05, ledger: Ledger | None = None,
                 rng: Rng | None = None, noise: str = "laplace", selection_weight: float = 1.0,
                 label: str | None = None) -> Release:
         """Run the release. `rng` is for tests only (a seeded generator is not private).
@@ -391,7 +412,7 @@ class Query:
         return index, public
 
     def preview(self, epsilon: float, delta: float = 0.0, *, max_groups_per_unit: int | None = None,
-                max_rows_per_group: int = 1, alpha: float = 0.05, noise: str = "laplace",
+                max_rows_per_group: int | None = None, alpha: float = 0.05, noise: str = "laplace",
                 selection_weight: float = 1.0, group_size: int | None = None,
                 rng: Rng | None = None) -> pd.DataFrame:
         """Expected accuracy from public parameters only (reads no data values).

@@ -22,6 +22,7 @@ import pandas as pd
 
 from bayesdp.expressions import RowExpression
 from bayesdp.tables.engines.base import (
+    Bounding,
     BoundingRequest,
     Diagnostics,
     Engine,
@@ -97,6 +98,9 @@ class ArrayEngine:
 
     def is_empty(self, where: tuple[RowExpression, ...] = ()) -> bool:
         return self.duckdb.is_empty(where) if where else self.rows == 0
+
+    def bounded(self, bounding: Bounding, seed: int, where: tuple[RowExpression, ...]) -> Engine:
+        return self.duckdb.bounded(bounding, seed, where)
 
     def check(self, request: BoundingRequest) -> None:
         # A served request reads only columns whose names and types agg() and group_by() checked.

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
-from bayesdp.errors import BayesdpError, DataError, ResourceError
+from bayesdp.errors import BayesdpError, DataError, InvalidParameter, ResourceError
 from bayesdp.expressions import RowExpression
 
 
@@ -122,6 +122,43 @@ class BoundingRequest:
     expressions: tuple[tuple[str, RowExpression], ...] = ()
 
 
+@dataclass(frozen=True)
+class Bounding:
+    """Bounds applied once to a table's rows (`Table.bounded`): each `unit` keeps at most
+    `max_groups` of its groups by `keys` and `max_rows` rows in each, chosen as a
+    `BoundingRequest` chooses them. Requests on the bounded rows must ask for the same."""
+
+    unit: str
+    keys: tuple[str, ...]
+    max_groups: int
+    max_rows: int
+
+    def resolve(self, keys: tuple[str, ...], max_groups: int | None,
+                max_rows: int | None) -> tuple[int, int]:
+        """The bounds of a release grouped by `keys` asking for `max_groups` and `max_rows`
+        (None: the held ones); a release asking for others is refused."""
+        if set(keys) != set(self.keys) or len(keys) != len(self.keys):
+            by = ", ".join(self.keys) or "nothing (whole-table aggregates)"
+            raise InvalidParameter(
+                f"this table was bounded for groups by {by}: a release on it groups by the same "
+                f"columns (asked: {', '.join(keys) or 'none'}); bound the table again for others")
+        for name, asked, held in (("max_groups_per_unit", max_groups, self.max_groups),
+                                  ("max_rows_per_group", max_rows, self.max_rows)):
+            if asked is not None and asked != held:
+                raise InvalidParameter(
+                    f"{name}={asked}: this table was bounded with {name}={held}, and a release "
+                    f"on it cannot ask for other bounds (give {held} or leave it out, or bound "
+                    "the original table again)")
+        return self.max_groups, self.max_rows
+
+    def check(self, req: BoundingRequest) -> None:
+        self.resolve(req.keys, req.max_groups, req.max_rows)
+
+    def again(self) -> InvalidParameter:
+        """The error for bounding rows bounded already."""
+        return InvalidParameter("this table is already bounded: bound the original table instead")
+
+
 def value_inputs(req: BoundingRequest, values: list[str]) -> list[str]:
     """The table columns the values read (an expression's own columns), first use first."""
     exprs = dict(req.expressions)
@@ -196,6 +233,34 @@ def engine_failure(exc: object, engine: str, public: str, *, out_of_memory: bool
     return DataError(public, private_detail=detail)
 
 
+class BoundedRows:
+    """What a table bounded once (`Table.bounded`) shares across engines: the engine it reads,
+    its bounds, the secret seed, the filters applied before bounding, and the totals the engine
+    counts when it bounds (rows, rows with a null unit, rows dropped by bounding)."""
+
+    def __init__(self, source: Engine, bounding: Bounding, seed: int,
+                 where: tuple[RowExpression, ...]) -> None:
+        self.source, self.bounding, self.seed, self.where = source, bounding, seed, where
+        self.totals = (0, 0, 0)
+
+    def request(self) -> BoundingRequest:
+        """The request that bounds the rows."""
+        b = self.bounding
+        return BoundingRequest(b.unit, b.keys, b.max_groups, b.max_rows, self.seed, where=self.where)
+
+    def schema(self) -> dict[str, str]:
+        return self.source.schema()
+
+    def bounded(self, bounding: Bounding, seed: int, where: tuple[RowExpression, ...]) -> Engine:
+        raise self.bounding.again()
+
+    def is_numeric(self, value: str | RowExpression) -> bool:
+        return self.source.is_numeric(value)
+
+    def is_boolean(self, value: str | RowExpression) -> bool:
+        return self.source.is_boolean(value)
+
+
 class Engine(Protocol):
     """What bayesdp needs from a data engine."""
 
@@ -217,3 +282,8 @@ class Engine(Protocol):
         ...
 
     def aggregate(self, request: BoundingRequest) -> ExactAggregates: ...
+
+    def bounded(self, bounding: Bounding, seed: int, where: tuple[RowExpression, ...]) -> Engine:
+        """An engine over this one's rows where `where` holds, bounded once by `bounding` with
+        the keyed hashes of `seed`; nothing is read until its first aggregate."""
+        ...

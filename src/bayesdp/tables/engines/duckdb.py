@@ -10,9 +10,9 @@ is below `max_rows` (row_number - rank). The three window functions share the on
 Without quantiles or histograms the kept rows are aggregated in the same query; with them,
 the kept rows (at most units x max_groups x max_rows) are materialized once in a temporary
 table, dropped afterwards, so the grids cost no second pass over the data.
-One cheap scan counts the rows and the null units. The rows outside the public keys are the
-others minus those that entered bounding, which the bounding sort counts per unit (a window
-over the whole partition, sharing the sort), so the keys are joined to the rows only once.
+One cheap scan counts the rows and the null units; with public keys a second counts the rows
+in the keys (a semi-join: a key list inside a FILTER or a projection is a mark join, several
+times slower).
 
 Every DuckDB call, building a query and running it, goes through `duckdb_errors`: a DuckDB
 error becomes a DataError (or a ResourceError when memory or disk runs out) whose public
@@ -29,24 +29,29 @@ import json
 import os
 import re
 import uuid
+import weakref
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from dataclasses import replace
 from typing import Any
 
 import duckdb
 import numpy as np
 import pandas as pd
 
-from bayesdp.errors import invalid
+from bayesdp.errors import BayesdpError, invalid
 from bayesdp.expressions import RowExpression
 from bayesdp.tables.engines.base import (
     COARSE_SHIFT,
     REJECTED,
     Bins,
+    BoundedRows,
+    Bounding,
     BoundingRequest,
     Cells,
     CellWindow,
     Diagnostics,
+    Engine,
     ExactAggregates,
     cell_window,
     engine_failure,
@@ -151,8 +156,7 @@ class DuckDBEngine:
         return self._type(value) == "BOOLEAN"
 
     def _filtered(self, where: Sequence[RowExpression]) -> str:
-        cond = " AND ".join(w.sql("duckdb") for w in where) if where else "TRUE"
-        return f"SELECT * FROM {SOURCE} WHERE {cond}"
+        return f"SELECT * FROM {SOURCE} WHERE {_all(where)}"
 
     def is_empty(self, where: tuple[RowExpression, ...] = ()) -> bool:
         return not self.rows(f"SELECT 1 FROM ({self._filtered(where)}) LIMIT 1")
@@ -166,23 +170,34 @@ class DuckDBEngine:
         finally:
             self.sql(f"DROP TABLE IF EXISTS {name}")
 
+    def bounded(self, bounding: Bounding, seed: int, where: tuple[RowExpression, ...]) -> Engine:
+        return BoundedDuckDB(self, bounding, seed, where)
+
     def check(self, request: BoundingRequest) -> None:
         values = _value_columns(request)
         source = self._filtered(request.where)
         with self._keys(request) as keys:
             self.sql(_counts_sql(source, request))
+            self.sql(_entered_sql(source, request, keys))
             self.sql(_kept_sql(source, request, values, keys))
 
     def aggregate(self, request: BoundingRequest) -> ExactAggregates:
         values = _value_columns(request)
         source = self._filtered(request.where)
         with self._keys(request) as keys:
-            totals = tuple(int(c) for c in self.rows(_counts_sql(source, request))[0])
+            totals = self._totals(source, request, keys)
             kept_sql = _kept_sql(source, request, values, keys)
             if not request.cells and not request.bins:  # one pass: aggregate the kept rows directly
                 return self._collect(f"({kept_sql})", request, values, totals)
             with self._temp(kept_sql) as kept:
                 return self._collect(kept, request, values, totals)
+
+    def _totals(self, source: str, req: BoundingRequest, keys: str | None) -> tuple[int, int, int]:
+        """Rows, rows with a null unit, rows with a unit outside the public keys."""
+        rows, null_units = (int(c) for c in self.rows(_counts_sql(source, req))[0])
+        entered = rows - null_units if keys is None else \
+            int(self.rows(_entered_sql(source, req, keys))[0][0])
+        return rows, null_units, rows - null_units - entered
 
     @contextmanager
     def _keys(self, req: BoundingRequest) -> Iterator[str | None]:
@@ -202,13 +217,11 @@ class DuckDBEngine:
 
     def _collect(self, kept: str, req: BoundingRequest, values: list[str],
                  counts: tuple[int, ...]) -> ExactAggregates:
-        rows_total, null_units = counts
+        rows_total, null_units, outside = counts
         keys = [ident(k) for k in req.keys]
         group_by = f"GROUP BY {', '.join(keys)} ORDER BY {', '.join(keys)} NULLS LAST" if keys else ""
         key_sel = "".join(f"{k}, " for k in keys)
         cols = ["count(*) AS __rows", "count(*) FILTER (__first) AS __units"]
-        if _counts_entered(req):
-            cols.append("sum(__entered) AS __entered")
         for i, meas in enumerate(req.measures):
             v = f"__v{values.index(meas.column)}"
             c = _clip(v, meas.lo, meas.hi)
@@ -220,9 +233,6 @@ class DuckDBEngine:
                      f"count(*) FILTER (isinf(__v{j})) AS __inf{j}"]
         stats_df = self.frame(f"SELECT {key_sel}{', '.join(cols)} FROM {kept} {group_by}")
         kept_rows = int(stats_df["__rows"].sum())
-        # Rows outside the public keys: those with a unit that did not enter bounding.
-        outside = 0 if req.public_keys is None else rows_total - null_units - (
-            int(stats_df["__entered"].sum()) if _counts_entered(req) else kept_rows)
         groups = stats_df[list(req.keys)].reset_index(drop=True)
         moments, clipped, nulls, infinite = read_measures(stats_df, req, values)
         cells = {}
@@ -308,11 +318,10 @@ def _counts_sql(source: str, req: BoundingRequest) -> str:
     return f"SELECT count(*), count(*) FILTER ({unit_null}) FROM ({source})"
 
 
-def _counts_entered(req: BoundingRequest) -> bool:
-    """Whether the kept rows carry `__entered`, each unit's rows in the public keys (on one kept
-    row of the unit, 0 on the others). Without public keys every row enters; without a unit
-    every row in the keys is kept."""
-    return req.public_keys is not None and req.unit is not None
+def _entered_sql(source: str, req: BoundingRequest, key_table: str | None) -> str:
+    """Rows with a unit and a key among the public keys: those that enter bounding."""
+    unit = "TRUE" if req.unit is None else f"{ident(req.unit)} IS NOT NULL"
+    return f"SELECT count(*) FROM ({source}) WHERE {unit} AND {_in_keys(req, key_table)}"
 
 
 def _value_columns(req: BoundingRequest) -> list[str]:
@@ -328,13 +337,20 @@ def _clip(v: str, lo: float, hi: float) -> str:
 
 
 def _in_keys(req: BoundingRequest, key_table: str | None) -> str:
-    """Whether a row's key is one of the public keys (a null key never is); DuckDB plans the
-    subquery as a hash semi-join."""
+    """A WHERE condition: the row's key is one of the public keys (a null key never is: its IN
+    is null). DuckDB plans it as a hash semi-join; wrapped in coalesce it would be a mark join."""
     if key_table is None:
         return "TRUE"
     cols = ", ".join(ident(k) for k in req.keys)
     table_cols = ", ".join(f"__k{i}" for i in range(len(req.keys)))
-    return f"coalesce(({cols}) IN (SELECT {table_cols} FROM {key_table}), FALSE)"
+    return f"({cols}) IN (SELECT {table_cols} FROM {key_table})"
+
+
+def _fields(req: BoundingRequest, values: list[str]) -> str:
+    """`, v0 AS __v0, ...`: each value column or expression as DOUBLE, NaN read as NULL."""
+    exprs = dict(req.expressions)
+    return "".join(f", nullif(CAST({exprs[c].sql('duckdb') if c in exprs else ident(c)} AS DOUBLE),"
+                   f" 'NaN'::DOUBLE) AS __v{j}" for j, c in enumerate(values))
 
 
 def keyed_hashes(req: BoundingRequest, values: Sequence[str]) -> tuple[str, str]:
@@ -348,13 +364,14 @@ def keyed_hashes(req: BoundingRequest, values: Sequence[str]) -> tuple[str, str]
             f"hash(xor(hash({', '.join([unit, *keys])}), {seed_g}::UBIGINT))")
 
 
-def _kept_sql(source: str, req: BoundingRequest, values: list[str], key_table: str | None) -> str:
-    """The kept rows: keys, `__first` (one row per kept (unit, group) pair), values `__v0`, ..."""
+def _kept_sql(source: str, req: BoundingRequest, values: list[str], key_table: str | None, *,
+              carry: bool = False) -> str:
+    """The kept rows: keys, `__first` (one row per kept (unit, group) pair), values `__v0`, ...
+    With `carry`, every column of `source` as it is, and `__first` (`values`: the columns
+    besides the unit and the keys, all in the row hash)."""
     keys = [ident(k) for k in req.keys]
     key_sel = "".join(f", {k}" for k in keys)
-    exprs = dict(req.expressions)
-    fields = "".join(f", nullif(CAST({exprs[c].sql('duckdb') if c in exprs else ident(c)} AS DOUBLE),"
-                     f" 'NaN'::DOUBLE) AS __v{j}" for j, c in enumerate(values))
+    fields = _fields(req, values)
     if req.unit is None:  # every row is a unit: nothing to bound, no sort
         return f"SELECT TRUE AS __first{key_sel}{fields} FROM ({source}) WHERE {_in_keys(req, key_table)}"
     unit = ident(req.unit)
@@ -366,21 +383,95 @@ def _kept_sql(source: str, req: BoundingRequest, values: list[str], key_table: s
         # inside its group in random order.
         ranks = (f", dense_rank() OVER ({by_group}) AS __g, row_number() OVER ({by_group},"
                  f" {row_hash}) - rank() OVER ({by_group}) AS __i")
-        if _counts_entered(req):  # the same sort: the whole partition is the unit's rows
-            ranks += (f", count(*) OVER ({by_group} ROWS BETWEEN UNBOUNDED PRECEDING AND"
-                      " UNBOUNDED FOLLOWING) AS __n")
         keep = f"__g <= {req.max_groups} AND __i < {req.max_rows}"
     else:
         ranks = f", row_number() OVER (PARTITION BY {unit} ORDER BY {row_hash}) - 1 AS __i"
         keep = f"__i < {req.max_rows}"
     out = "".join(f"{k}, " for k in keys) + "__i = 0 AS __first" + \
         "".join(f", __v{j}" for j in range(len(values)))
-    if _counts_entered(req):
-        out += ", CASE WHEN __g = 1 AND __i = 0 THEN __n ELSE 0 END AS __entered"
+    inner = f"{unit} AS __u{key_sel}{fields}"
+    if carry:
+        inner, out = "*", f"* EXCLUDE ({'__g, ' if keys else ''}__i), __i = 0 AS __first"
     # An outer WHERE, not QUALIFY: DuckDB turns `row_number() ... QUALIFY __i < k` into a top-k
     # per partition that cannot spill, so a memory limit would fail what a spilling sort finishes.
-    return (f"SELECT {out} FROM (SELECT {unit} AS __u{key_sel}{fields}{ranks} FROM ({source})"
+    return (f"SELECT {out} FROM (SELECT {inner}{ranks} FROM ({source})"
             f" WHERE {unit} IS NOT NULL AND {_in_keys(req, key_table)}) WHERE {keep}")
+
+
+class BoundedDuckDB(BoundedRows):
+    """A DuckDB table whose rows are bounded once (`Table.bounded`): at the first aggregate the
+    kept rows, every column, are written to a temporary table (which spills to the connection's
+    temp_directory when it outgrows memory_limit), dropped when this object goes; every request
+    then reads them, its filters and public keys applied after bounding."""
+
+    def __init__(self, source: DuckDBEngine, bounding: Bounding, seed: int,
+                 where: tuple[RowExpression, ...]) -> None:
+        super().__init__(source, bounding, seed, where)
+        self.source: DuckDBEngine = source
+        self.table: str | None = None
+
+    def is_empty(self, where: tuple[RowExpression, ...] = ()) -> bool:
+        if not where:
+            return self.source.is_empty(self.where)
+        return not self.source.rows(f"SELECT 1 FROM {self._rows()} WHERE {_all(where)} LIMIT 1")
+
+    def _rows(self) -> str:
+        """The bounded rows' table, written by the first call."""
+        if self.table is None:
+            req = self.request()
+            source = self.source._filtered(self.where)
+            rows, null_units = (int(c) for c in self.source.rows(_counts_sql(source, req))[0])
+            others = [c for c in self.schema() if c not in (req.unit, *req.keys)]
+            name = "bdp_bounded_" + uuid.uuid4().hex
+            self.source.sql(f"CREATE TEMP TABLE {name} AS "
+                            f"{_kept_sql(source, req, others, None, carry=True)}")
+            kept = int(self.source.rows(f"SELECT count(*) FROM {name}")[0][0])
+            weakref.finalize(self, _drop, self.source, name).atexit = False
+            self.table, self.totals = name, (rows, null_units, rows - null_units - kept)
+        return self.table
+
+    def _kept_sql(self, rows: str, req: BoundingRequest, values: list[str],
+                  key_table: str | None) -> str:
+        """The request's kept rows as `_kept_sql` gives them, read from the bounded `rows`."""
+        keys = "".join(f"{ident(k)}, " for k in req.keys)
+        first = "__first"
+        if req.where and req.max_rows > 1:  # a filter may have dropped the pair's first row
+            first = f"row_number() OVER (PARTITION BY {ident(self.bounding.unit)}, {keys}TRUE) = 1"
+        return (f"SELECT {keys}{first} AS __first{_fields(req, values)} FROM {rows}"
+                f" WHERE {_all(req.where)} AND {_in_keys(req, key_table)}")
+
+    def check(self, request: BoundingRequest) -> None:
+        self.bounding.check(request)
+        stand_in = f"(SELECT *, TRUE AS __first FROM ({self.source._filtered(self.where)}))"
+        with self.source._keys(request) as keys:
+            self.source.sql(self._kept_sql(stand_in, request, _value_columns(request), keys))
+
+    def aggregate(self, request: BoundingRequest) -> ExactAggregates:
+        self.bounding.check(request)
+        rows = self._rows()
+        values = _value_columns(request)
+        source = f"SELECT * FROM {rows} WHERE {_all(request.where)}"
+        # As a request without a unit: every bounded row is kept, or outside the keys.
+        request = replace(request, unit=None)
+        with self.source._keys(request) as keys:
+            kept_sql = self._kept_sql(rows, request, values, keys)
+            exact = self.source._collect(f"({kept_sql})", request, values,
+                                         self.source._totals(source, request, keys))
+        total, null_units, dropped = self.totals
+        diag = replace(exact.diagnostics, rows=total, null_units=null_units,
+                       dropped_by_bounding=dropped)
+        return replace(exact, diagnostics=diag)
+
+
+def _drop(engine: DuckDBEngine, table: str) -> None:
+    """Drop a bounded table whose engine is gone; the connection may be closed or its source
+    files deleted by then (the table then goes with the connection)."""
+    with suppress(BayesdpError):
+        engine.sql(f"DROP TABLE IF EXISTS {table}")
+
+
+def _all(where: Sequence[RowExpression]) -> str:
+    return " AND ".join(f"({w.sql('duckdb')})" for w in where) or "TRUE"
 
 
 def group_index(df: pd.DataFrame, groups: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
@@ -402,4 +493,4 @@ def group_index(df: pd.DataFrame, groups: pd.DataFrame, keys: Sequence[str]) -> 
     return np.repeat(runs["__gi"].to_numpy(np.int64), np.diff(np.append(starts, len(df))))
 
 
-__all__ = ["DuckDBEngine", "connect", "duckdb_errors", "ident", "keyed_hashes"]
+__all__ = ["BoundedDuckDB", "DuckDBEngine", "connect", "duckdb_errors", "ident", "keyed_hashes"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -36,10 +37,13 @@ from bayesdp.tables.engines.base import (
     COARSE_SHIFT,
     REJECTED,
     Bins,
+    BoundedRows,
+    Bounding,
     BoundingRequest,
     Cells,
     CellWindow,
     Diagnostics,
+    Engine,
     ExactAggregates,
     Measure,
     cell_window,
@@ -98,13 +102,10 @@ class SparkEngine:
         return isinstance(self._type(value), T.BooleanType)
 
     def _filtered(self, where: Sequence[RowExpression]) -> DataFrame:
-        frame = self.frame
         try:
-            for condition in where:
-                frame = frame.where(F.expr(condition.sql("spark")))
+            return _where(self.frame, where)
         except _SPARK_ERRORS as exc:
             raise _data_error(exc) from None
-        return frame
 
     def is_empty(self, where: tuple[RowExpression, ...] = ()) -> bool:
         try:
@@ -114,8 +115,7 @@ class SparkEngine:
 
     def _plan(self, request: BoundingRequest) -> tuple[DataFrame, BoundingRequest, list[str]]:
         """The request's (unit, group) pairs, not yet run, the request as run, its value columns."""
-        specs: list[Measure | Cells | Bins] = [*request.measures, *request.cells, *request.bins]
-        values = list(dict.fromkeys(s.column for s in specs))
+        values = _values(request)
         source = self._filtered(request.where)
         if request.unit is None:  # every row is a unit: a unique id makes each row its own pair
             source = source.withColumn(_ROW_UNIT, F.monotonically_increasing_id())
@@ -136,6 +136,94 @@ class SparkEngine:
                 return _collect(pairs, request, values)
         except _SPARK_ERRORS as exc:
             raise _data_error(exc) from None
+
+    def bounded(self, bounding: Bounding, seed: int, where: tuple[RowExpression, ...]) -> Engine:
+        return BoundedSpark(self, bounding, seed, where)
+
+
+class BoundedSpark(BoundedRows):
+    """A Spark table whose rows are bounded once (`Table.bounded`): at the first aggregate the
+    kept rows, every column, are persisted (memory and disk) until this object goes; every
+    request then reads them, its filters and public keys applied after bounding."""
+
+    def __init__(self, source: SparkEngine, bounding: Bounding, seed: int,
+                 where: tuple[RowExpression, ...]) -> None:
+        super().__init__(source, bounding, seed, where)
+        self.source: SparkEngine = source
+        self.frame: DataFrame | None = None
+
+    def is_empty(self, where: tuple[RowExpression, ...] = ()) -> bool:
+        if not where:
+            return self.source.is_empty(self.where)
+        try:
+            return bool(_where(self._rows(), where).isEmpty())
+        except _SPARK_ERRORS as exc:
+            raise _data_error(exc) from None
+
+    def _rows(self) -> DataFrame:
+        """The bounded rows, persisted by the first call."""
+        if self.frame is None:
+            req = self.request()
+            others = [c for c in self.schema() if c not in (req.unit, *req.keys)]
+            pairs = _pairs(self.source._filtered(self.where), req, others, carry=True)
+            with _persisted(pairs) as pairs, _arrow_batches(pairs.sparkSession, _HASH_BATCH_ROWS):
+                rows, nulls = (int(x) for x in pairs.agg(
+                    F.coalesce(F.sum("__n"), F.lit(0)),
+                    F.coalesce(F.sum(F.when(F.col("__u").isNull(), F.col("__n"))), F.lit(0)),
+                ).collect()[0])
+                frame = _kept_rows(pairs, req, others, carry=True).drop("col")
+                frame.persist(StorageLevel.MEMORY_AND_DISK)
+                kept = frame.count()
+            weakref.finalize(self, frame.unpersist).atexit = False
+            self.frame, self.totals = frame, (rows, nulls, rows - nulls - kept)
+        return self.frame
+
+    def _kept(self, rows: DataFrame, req: BoundingRequest, values: list[str]) -> DataFrame:
+        """The request's rows (keys, __first, __in, __v0, ...) read from the bounded `rows`."""
+        rows = _where(rows, req.where)
+        keys = [_col(k) for k in req.keys]
+        first = F.col("__first")
+        if req.where and req.max_rows > 1:  # a filter may have dropped the pair's first row
+            pair = Window.partitionBy(_col(self.bounding.unit), *keys).orderBy(F.lit(0))
+            first = F.row_number().over(pair) == 1
+        rows = _with_in_keys(rows, req, rows.schema)
+        return rows.select(*keys, first.alias("__first"), "__in",
+                           *[_value(req, c).alias(f"__v{j}") for j, c in enumerate(values)])
+
+    def check(self, request: BoundingRequest) -> None:
+        self.bounding.check(request)
+        stand_in = self.source._filtered(self.where).withColumn("__first", F.lit(True))
+        try:
+            self._kept(stand_in, request, _values(request))
+        except _SPARK_ERRORS as exc:
+            raise _data_error(exc) from None
+
+    def aggregate(self, request: BoundingRequest) -> ExactAggregates:
+        self.bounding.check(request)
+        values = _values(request)
+        try:
+            rows = self._kept(self._rows(), request, values)
+            with _persisted(rows) as rows:
+                n, inside = (int(x) for x in rows.agg(F.count(F.lit(1)),
+                                                     _count_if(F.col("__in"))).collect()[0])
+                total, null_units, dropped = self.totals
+                exact = _aggregates(rows.where("__in"), request, values,
+                                    (total, inside, n - inside, null_units))
+        except _SPARK_ERRORS as exc:
+            raise _data_error(exc) from None
+        return replace(exact, diagnostics=replace(exact.diagnostics, dropped_by_bounding=dropped))
+
+
+def _values(request: BoundingRequest) -> list[str]:
+    """The value columns of a request's measures, cells and bins, first use first."""
+    specs: list[Measure | Cells | Bins] = [*request.measures, *request.cells, *request.bins]
+    return list(dict.fromkeys(s.column for s in specs))
+
+
+def _where(frame: DataFrame, where: Sequence[RowExpression]) -> DataFrame:
+    for condition in where:
+        frame = frame.where(F.expr(condition.sql("spark")))
+    return frame
 
 
 @contextmanager
@@ -237,8 +325,10 @@ def _text(value: Any) -> str:
         if isinstance(value, bool) else str(value)
 
 
-def _pairs(source: DataFrame, req: BoundingRequest, values: list[str]) -> DataFrame:
-    """One row per (unit, group): row count, the kept rows, whether the pair is kept."""
+def _pairs(source: DataFrame, req: BoundingRequest, values: list[str], *,
+           carry: bool = False) -> DataFrame:
+    """One row per (unit, group): row count, the kept rows, whether the pair is kept. With
+    `carry`, the kept rows hold the columns `values` as they are, not as DOUBLE."""
     assert req.unit is not None
     narrow = source.select(*[_col(c) for c in dict.fromkeys([req.unit, *req.keys,
                                                              *value_inputs(req, values)])])
@@ -249,7 +339,8 @@ def _pairs(source: DataFrame, req: BoundingRequest, values: list[str]) -> DataFr
     keys = [_col(k) for k in req.keys]
     hashed = _with_in_keys(hashed, req, narrow.schema)
     hashed = hashed.select(_col(req.unit).alias("__u"), *keys, "__in", "__hg", "__hr",
-                           *[_value(req, c).alias(f"__v{j}") for j, c in enumerate(values)])
+                           *[(_col(c) if carry else _value(req, c)).alias(f"__v{j}")
+                             for j, c in enumerate(values)])
     aggs = [F.count(F.lit(1)).alias("__n")]
     if values:
         fields = [f"__v{j}" for j in range(len(values))]
@@ -266,20 +357,27 @@ def _pairs(source: DataFrame, req: BoundingRequest, values: list[str]) -> DataFr
     return pairs.withColumn("__keep", keep)
 
 
-def _kept_rows(pairs: DataFrame, req: BoundingRequest, values: list[str]) -> DataFrame:
-    """The kept rows (keys, __v0, __v1, ...) with __first marking one row per kept pair."""
+def _kept_rows(pairs: DataFrame, req: BoundingRequest, values: list[str], *,
+               carry: bool = False) -> DataFrame:
+    """The kept rows (keys, __v0, __v1, ...) with __first marking one row per kept pair. With
+    `carry`, the unit, the keys and the columns `values` under their own names, and __first."""
     kept = pairs.where("__keep")
     keys = [_col(k) for k in req.keys]
     fields = [f"__v{j}" for j in range(len(values))]
+    names = values if carry else fields
+    if carry:
+        assert req.unit is not None
+        keys.insert(0, F.col("__u").alias(req.unit))
     if not values:
         return kept.select(*keys, F.lit(True).alias("__first"),
                            F.explode(F.sequence(F.lit(1), F.least("__n", F.lit(req.max_rows)))))
     if req.max_rows == 1:
         return kept.select(*keys, F.lit(True).alias("__first"),
-                           *[F.col(f"__kept.{f}").alias(f) for f in fields])
+                           *[F.col(f"__kept.{f}").alias(n) for f, n in zip(fields, names, strict=True)])
     rows = kept.select(*keys, F.posexplode("__kept").alias("__pos", "__r"))
-    return rows.select(*keys, (F.col("__pos") == 0).alias("__first"),
-                       *[F.col(f"__r.{f}").alias(f) for f in fields])
+    carried = [_col(c) for c in rows.columns[:len(keys)]]
+    return rows.select(*carried, (F.col("__pos") == 0).alias("__first"),
+                       *[F.col(f"__r.{f}").alias(n) for f, n in zip(fields, names, strict=True)])
 
 
 def _collect(pairs: DataFrame, req: BoundingRequest, values: list[str]) -> ExactAggregates:
@@ -291,7 +389,15 @@ def _collect(pairs: DataFrame, req: BoundingRequest, values: list[str]) -> Exact
         F.coalesce(F.sum(F.when(F.col("__u").isNull(), F.col("__n"))), F.lit(0)),
     ).collect()[0]
     rows_total, kept, by_keys, null_units = (int(x) for x in totals)
-    rows = _kept_rows(pairs, req, values)
+    return _aggregates(_kept_rows(pairs, req, values), req, values,
+                       (rows_total, kept, by_keys, null_units))
+
+
+def _aggregates(rows: DataFrame, req: BoundingRequest, values: list[str],
+                counts: tuple[int, int, int, int]) -> ExactAggregates:
+    """The per-group aggregates of the kept `rows` (keys, __first, __v0, ...), with the counts
+    (rows, kept rows, rows outside the keys, rows with a null unit) for the diagnostics."""
+    rows_total, kept, by_keys, null_units = counts
     cols = [_count_if(F.col("__first")).alias("__units"), F.count(F.lit(1)).alias("__rows")]
     for i, meas in enumerate(req.measures):
         v = F.col(f"__v{values.index(meas.column)}")
@@ -440,4 +546,4 @@ def session_for(master: str | None = None) -> SparkSession:
             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
 
 
-__all__ = ["SparkEngine", "session_for", "spark_engine"]
+__all__ = ["BoundedSpark", "SparkEngine", "session_for", "spark_engine"]
