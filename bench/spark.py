@@ -17,6 +17,12 @@ and its scaling with the number of rows.
    MaxRowsPerGroupPerID 1, ε=1 split evenly; timed inside that process (its Spark start-up and
    the Parquet schema read excluded, as for bayesdp).
 3. Scaling: the public-keys release at each size of `--scaling`, in rows per second.
+4. The floor (`--floor`, issue 16 §2): count, sum and mean of revenue in [0, 100] per group, ≤5
+   groups and 1 row per group per user, in three key modes (the events table's campaigns with
+   private partition selection; `bench/tables.py`'s keyed table with its first 1,000 and first
+   100,000 groups as public keys); in alternating rounds, the plain groupBy over the keys, the
+   floor (the keys joined by broadcast, pairs by `min_by` of a keyed native `xxhash64`, a
+   `row_number` window per user over its pairs, the aggregates) and the release.
 
 Every figure reads the Parquet file (nothing cached). The machine may be shared: read ratios.
 """
@@ -49,16 +55,16 @@ def best_time(run: Callable[[], Any], runs: int) -> tuple[float, Any]:
     return wall, out
 
 
-def events_file(rows: int) -> Path:
-    """The events table of bench/tables.py with `rows` rows, generated once and cached."""
-    path = CACHE / f"events-{rows}.parquet"
+def events_file(rows: int, table: str = "events") -> Path:
+    """The events (or keyed) table of bench/tables.py with `rows` rows, generated once and cached."""
+    path = CACHE / f"{table}-{rows}.parquet"
     if not path.exists():
         sys.path.insert(0, str(BENCH))
-        from tables import events  # bench/tables.py: one generator for both benchmarks
+        import tables  # bench/tables.py: one generator for both benchmarks
 
         CACHE.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        events(tmp, rows)
+        getattr(tables, table)(tmp, rows)
         tmp.rename(path)
     return path
 
@@ -102,6 +108,69 @@ def floor(spark: Any, path: Path) -> int:
     out = kept.groupBy("campaign").agg(F.count(F.lit(1)), F.sum("v"), F.avg("v"),
                                        F.median("v")).collect()
     return len(out)
+
+
+def bounded_floor(spark: Any, path: Path, group: str, keys: int | None) -> int:
+    """Count, sum and mean of clipped revenue per group over rows bounded as bayesdp bounds them
+    (≤ 5 groups per user by a keyed native xxhash64, 1 row per group by another), the public
+    keys joined first: the best non-private Spark plan for the same bounded aggregates."""
+    import secrets
+
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    seed = secrets.randbits(62)
+    df = spark.read.parquet(str(path))
+    if keys is not None:
+        df = df.join(F.broadcast(spark.range(keys).withColumnRenamed("id", group)), group, "left_semi")
+    hashed = df.select("user_id", group, F.least(F.greatest("revenue", F.lit(0.0)), F.lit(100.0)).alias("v"),
+                       F.xxhash64("user_id", group, "revenue", F.lit(seed)).alias("hr"))
+    pairs = hashed.groupBy("user_id", group).agg(F.min_by("v", "hr").alias("v"))
+    rank = F.row_number().over(Window.partitionBy("user_id").orderBy(
+        F.xxhash64("user_id", group, F.lit(seed + 1))))
+    kept = pairs.withColumn("r", rank).where("r <= 5")
+    return len(kept.groupBy(group).agg(F.count(F.lit(1)), F.sum("v"), F.avg("v")).collect())
+
+
+def plain_keys(spark: Any, path: Path, group: str, keys: int | None) -> int:
+    """The plain groupBy (count, sum, avg) over the rows in the public keys."""
+    from pyspark.sql import functions as F
+
+    df = spark.read.parquet(str(path))
+    if keys is not None:
+        df = df.join(F.broadcast(spark.range(keys).withColumnRenamed("id", group)), group, "left_semi")
+    return len(df.groupBy(group).agg(F.count(F.lit(1)), F.sum("revenue"), F.avg("revenue")).collect())
+
+
+def release_basic(spark: Any, path: Path, group: str, keys: int | None) -> Any:
+    import bayesdp as bdp
+
+    q = bdp.table(spark.read.parquet(str(path)), "user_id").group_by(
+        group, keys=None if keys is None else range(keys)).agg(
+        rows=bdp.count(), revenue=bdp.sum("revenue", bounds=BOUNDS),
+        avg=bdp.mean("revenue", bounds=BOUNDS))
+    return q.release(1.0, 1e-6 if keys is None else 0.0, max_groups_per_unit=5, max_rows_per_group=1)
+
+
+def floor_modes(spark: Any, rows: int, runs: int) -> None:
+    """The release against the floor and the plain groupBy, three key modes, alternating rounds."""
+    import time
+
+    for label, table, group, keys in (("private keys, 1,000 campaigns", "events", "campaign", None),
+                                      ("1,000 public keys", "keyed", "grp", 1_000),
+                                      ("100,000 public keys", "keyed", "grp", 100_000)):
+        path = events_file(rows, table)
+        times: dict[str, list[float]] = {"plain": [], "floor": [], "release": []}
+        for _ in range(runs):
+            for name, run in (("plain", plain_keys), ("floor", bounded_floor), ("release", release_basic)):
+                t0 = time.perf_counter()
+                run(spark, path, group, keys)
+                times[name].append(time.perf_counter() - t0)
+        t = {n: sorted(v)[len(v) // 2] for n, v in times.items()}
+        print(f"floor, {label}, {rows:,} rows (median of {runs} alternating rounds): plain "
+              f"{t['plain']:.2f} s, floor {t['floor']:.2f} s = {t['floor'] / t['plain']:.2f}x plain, "
+              f"release {t['release']:.2f} s = {t['release'] / t['floor']:.2f}x the floor "
+              f"({'meets' if t['release'] <= 1.3 * t['floor'] else 'misses'} 1.3x)", flush=True)
 
 
 def release(spark: Any, path: Path, public: bool) -> Any:
@@ -185,9 +254,16 @@ def main() -> int:
     p.add_argument("--tumult-timeout", type=float, default=3600.0)
     p.add_argument("--skip-tumult", action="store_true")
     p.add_argument("--tumult-worker", metavar="PARQUET", help=argparse.SUPPRESS)
+    p.add_argument("--floor", action="store_true", help="only the release against the floor")
     args = p.parse_args()
     if args.tumult_worker:
         tumult_worker(args.tumult_worker, args.runs, args.master, args.memory)
+        return 0
+    if args.floor:
+        spark = session(args.master, args.memory, "bayesdp-bench")
+        release_basic(spark, events_file(min(args.rows, 1_000_000)), "campaign", None)  # warm-up
+        floor_modes(spark, args.rows, args.runs)
+        spark.stop()
         return 0
 
     import pyspark
