@@ -354,8 +354,8 @@ def _fields(req: BoundingRequest, values: list[str]) -> str:
 
 
 def keyed_hashes(req: BoundingRequest, values: Sequence[str]) -> tuple[str, str]:
-    """SQL of the keyed hashes ordering a pair's rows and a unit's groups (the Spark engine
-    evaluates the same expressions, so both engines keep the same rows for the same seed)."""
+    """SQL of the keyed hashes ordering a pair's rows and a unit's groups: the hash of the
+    content xor a 64-bit secret, hashed again (the Spark engine builds the same with xxhash64)."""
     assert req.unit is not None
     seed_r, seed_g = req.seed & _MASK64, (req.seed >> 64) & _MASK64
     unit, keys = ident(req.unit), [ident(k) for k in req.keys]

@@ -2,18 +2,22 @@
 
 The rows never leave Spark; only per-group aggregates reach the driver. The plan is
 
-1. each row gets the two keyed hashes of the DuckDB engine (`duckdb.keyed_hashes`), evaluated
-   by DuckDB on each Arrow batch inside the executors (`mapInArrow`), so for the same seed
-   both engines rank rows and groups identically and keep the same rows;
+1. with public keys, the rows whose key is not one of them are dropped by a broadcast
+   semi-join (and counted by one scan of the source);
 2. `groupBy(unit, keys)` collapses each (unit, group) pair to its row count and the
-   `max_rows` rows with the smallest row hash (`min_by`, or the head of the hash-sorted list);
-3. one `row_number()` window over each unit's pairs, ordered by the group hash, keeps its first
-   `max_groups` groups (pairs outside the public keys rank last and are never kept);
+   `max_rows` rows with the smallest keyed row hash (`min_by`, or the head of the hash-sorted
+   list);
+3. one `row_number()` window over each unit's pairs, ordered by the keyed group hash, keeps its
+   first `max_groups` groups;
 4. grouped aggregations of the kept rows: units, rows, clipped moments, grid cells, bins.
 
+The keyed hashes are Spark's native `xxhash64` of the row's content (of the unit and key for a
+group), xor a 64-bit secret, hashed again: the construction of the DuckDB engine with Spark's
+own hash, computed in the JVM. For one seed the two engines keep different rows, each a uniform
+random choice; the release has the same distribution and the same guarantee on both.
+
 The pairs are persisted (memory and disk) for the duration of one `aggregate` call, so every
-aggregate reads them without a second scan of the data. Executors need bayesdp's dependencies
-(duckdb, pyarrow) installed; see the README section on running on a cluster.
+aggregate reads them without a second scan of the data.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import math
 import os
 import sys
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -51,10 +55,9 @@ from bayesdp.tables.engines.base import (
     read_measures,
     value_inputs,
 )
-from bayesdp.tables.engines.duckdb import group_index, keyed_hashes
+from bayesdp.tables.engines.duckdb import group_index
 
 try:
-    import pyarrow as pa
     from py4j.protocol import Py4JJavaError
     from pyspark import StorageLevel
     from pyspark.errors import PySparkException
@@ -68,10 +71,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 _SPARK_ERRORS = (PySparkException, Py4JJavaError)
 _ROW_UNIT = "__bdp_row"  # the unit column Spark adds when every row is a unit
-# Rows per Arrow batch sent to the hashing step: Spark's default of 10,000 spends 10-25% of a
-# release on per-batch overhead (2M rows, local[2]); a batch of 100,000 rows is a few MB.
-_HASH_BATCH_ROWS = 100_000
-_BATCH_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
+_MASK64 = (1 << 64) - 1
 OUT_OF_MEMORY_ADVICE = ("give the driver and the executors more memory (spark.driver.memory, "
                         "spark.executor.memory) or more partitions (spark.sql.shuffle.partitions)")
 _READERS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "csv", ".txt": "csv",
@@ -113,14 +113,15 @@ class SparkEngine:
         except _SPARK_ERRORS as exc:
             raise _data_error(exc) from None
 
-    def _plan(self, request: BoundingRequest) -> tuple[DataFrame, BoundingRequest, list[str]]:
-        """The request's (unit, group) pairs, not yet run, the request as run, its value columns."""
+    def _plan(self, request: BoundingRequest) -> tuple[DataFrame, DataFrame, BoundingRequest, list[str]]:
+        """The filtered source and the request's (unit, group) pairs, not yet run, the request
+        as run, its value columns."""
         values = _values(request)
         source = self._filtered(request.where)
         if request.unit is None:  # every row is a unit: a unique id makes each row its own pair
             source = source.withColumn(_ROW_UNIT, F.monotonically_increasing_id())
             request = replace(request, unit=_ROW_UNIT)
-        return _pairs(source, request, values), request, values
+        return source, _pairs(source, request, values), request, values
 
     def check(self, request: BoundingRequest) -> None:
         # Spark analyses a plan as it is built: building the pairs binds every column and filter.
@@ -131,9 +132,9 @@ class SparkEngine:
 
     def aggregate(self, request: BoundingRequest) -> ExactAggregates:
         try:
-            pairs, request, values = self._plan(request)
-            with _persisted(pairs) as pairs, _arrow_batches(self.frame.sparkSession, _HASH_BATCH_ROWS):
-                return _collect(pairs, request, values)
+            source, pairs, request, values = self._plan(request)
+            with _persisted(pairs) as pairs:
+                return _collect(source, pairs, request, values)
         except _SPARK_ERRORS as exc:
             raise _data_error(exc) from None
 
@@ -166,7 +167,7 @@ class BoundedSpark(BoundedRows):
             req = self.request()
             others = [c for c in self.schema() if c not in (req.unit, *req.keys)]
             pairs = _pairs(self.source._filtered(self.where), req, others, carry=True)
-            with _persisted(pairs) as pairs, _arrow_batches(pairs.sparkSession, _HASH_BATCH_ROWS):
+            with _persisted(pairs) as pairs:
                 rows, nulls = (int(x) for x in pairs.agg(
                     F.coalesce(F.sum("__n"), F.lit(0)),
                     F.coalesce(F.sum(F.when(F.col("__u").isNull(), F.col("__n"))), F.lit(0)),
@@ -226,24 +227,6 @@ def _where(frame: DataFrame, where: Sequence[RowExpression]) -> DataFrame:
     return frame
 
 
-@contextmanager
-def _arrow_batches(spark: SparkSession, rows: int) -> Iterator[None]:
-    """At least `rows` rows per Arrow batch while the release's jobs run; the session's own
-    setting is restored afterwards."""
-    saved = spark.conf.get(_BATCH_CONF, None)
-    if saved is not None and int(saved) >= rows:
-        yield
-        return
-    spark.conf.set(_BATCH_CONF, str(rows))
-    try:
-        yield
-    finally:
-        if saved is None:
-            spark.conf.unset(_BATCH_CONF)
-        else:
-            spark.conf.set(_BATCH_CONF, saved)
-
-
 def _data_error(exc: Exception, public: str = f"Spark {REJECTED}") -> BayesdpError:
     """The bayesdp error with `public` as its message and, as private detail, one line: the
     error of a Python worker (its traceback's last line), else Spark's first."""
@@ -254,29 +237,11 @@ def _data_error(exc: Exception, public: str = f"Spark {REJECTED}") -> BayesdpErr
                           advice=OUT_OF_MEMORY_ADVICE)
 
 
-def _hasher(row_hash: str, group_hash: str) -> Callable[[Iterator[pa.RecordBatch]],
-                                                         Iterator[pa.RecordBatch]]:
-    """The executor function appending the keyed hashes (order-preserving BIGINTs) to each
-    Arrow batch. It is a closure, so Spark ships it by value: executors need duckdb and pyarrow,
-    not bayesdp."""
-
-    def hash_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import duckdb
-        import pyarrow
-
-        con = duckdb.connect(config={"threads": 1})
-        for batch in batches:
-            con.register("bdp_batch", pyarrow.Table.from_batches([batch], schema=batch.schema))
-            hashes = con.sql(
-                f"SELECT CAST(CAST({row_hash} AS HUGEINT) - {1 << 63} AS BIGINT),"
-                f" CAST(CAST({group_hash} AS HUGEINT) - {1 << 63} AS BIGINT) FROM bdp_batch"
-            ).fetch_arrow_table()
-            con.unregister("bdp_batch")
-            yield pyarrow.RecordBatch.from_arrays(
-                [*batch.columns, *(c.combine_chunks() for c in hashes.columns)],
-                names=[*batch.schema.names, "__hr", "__hg"])
-
-    return hash_batches
+def _keyed_hash(columns: list[Column], seed: int) -> Column:
+    """xxhash64(xxhash64(columns) xor seed): the 64-bit secret keys the order (a plain xor would
+    only flip bits of one hash, the second hash mixes them)."""
+    key = seed & _MASK64
+    return F.xxhash64(F.xxhash64(*columns).bitwiseXOR(F.lit(key - (1 << 64) if key >> 63 else key)))
 
 
 def _col(name: str) -> Column:
@@ -299,12 +264,14 @@ def _count_if(cond: Column) -> Column:
     return F.count(F.when(cond, 1))
 
 
-def _with_in_keys(frame: DataFrame, req: BoundingRequest, schema: T.StructType) -> DataFrame:
+def _with_in_keys(frame: DataFrame, req: BoundingRequest, schema: T.StructType, *,
+                  semi: bool = False) -> DataFrame:
     """`frame` with `__in`: whether the row's key is one of the public keys (always, without
-    public keys; a null key never is). The keys are a broadcast relation joined by equality, never
-    a literal list (which Spark evaluates element by element on every row)."""
+    public keys; a null key never is); with `semi`, only the rows in the keys. The keys are a
+    broadcast relation joined by equality, never a literal list (which Spark evaluates element
+    by element on every row)."""
     if req.public_keys is None:
-        return frame.withColumn("__in", F.lit(True))
+        return frame if semi else frame.withColumn("__in", F.lit(True))
     spark = frame.sparkSession
     names = [f"__k{i}" for i in range(len(req.keys))]
     # Keys travel as text and are cast to the columns' types on the cluster (the query layer has
@@ -315,6 +282,8 @@ def _with_in_keys(frame: DataFrame, req: BoundingRequest, schema: T.StructType) 
     keys = keys.select(*[F.col(n).cast(schema[k].dataType).alias(n)
                          for n, k in zip(names, req.keys, strict=True)], F.lit(True).alias("__hit"))
     on = [frame[f"`{k}`"] == keys[n] for n, k in zip(names, req.keys, strict=True)]
+    if semi:
+        return frame.join(F.broadcast(keys), on=on, how="left_semi")
     joined = frame.join(F.broadcast(keys), on=on, how="left")
     return joined.select(frame["*"], F.coalesce(F.col("__hit"), F.lit(False)).alias("__in"))
 
@@ -330,15 +299,11 @@ def _pairs(source: DataFrame, req: BoundingRequest, values: list[str], *,
     """One row per (unit, group): row count, the kept rows, whether the pair is kept. With
     `carry`, the kept rows hold the columns `values` as they are, not as DOUBLE."""
     assert req.unit is not None
-    narrow = source.select(*[_col(c) for c in dict.fromkeys([req.unit, *req.keys,
-                                                             *value_inputs(req, values)])])
-    out_schema = T.StructType([*narrow.schema.fields, T.StructField("__hr", T.LongType(), False),
-                               T.StructField("__hg", T.LongType(), False)])
-    row_hash, group_hash = keyed_hashes(req, values)
-    hashed = narrow.mapInArrow(_hasher(row_hash, group_hash), out_schema)
+    content = list(dict.fromkeys([req.unit, *req.keys, *value_inputs(req, values)]))
+    narrow = _with_in_keys(source.select(*[_col(c) for c in content]), req, source.schema, semi=True)
     keys = [_col(k) for k in req.keys]
-    hashed = _with_in_keys(hashed, req, narrow.schema)
-    hashed = hashed.select(_col(req.unit).alias("__u"), *keys, "__in", "__hg", "__hr",
+    hashed = narrow.select(_col(req.unit).alias("__u"), *keys,
+                           _keyed_hash([_col(c) for c in content], req.seed).alias("__hr"),
                            *[(_col(c) if carry else _value(req, c)).alias(f"__v{j}")
                              for j, c in enumerate(values)])
     aggs = [F.count(F.lit(1)).alias("__n")]
@@ -349,12 +314,13 @@ def _pairs(source: DataFrame, req: BoundingRequest, values: list[str], *,
         else:
             ordered = F.array_sort(F.collect_list(F.struct("__hr", *fields)))
             aggs.append(F.slice(ordered, 1, req.max_rows).alias("__kept"))
-    pairs = hashed.groupBy("__u", *keys, "__in", "__hg").agg(*aggs)
+    pairs = hashed.groupBy("__u", *keys).agg(*aggs)
     if not req.keys:
         return pairs.withColumn("__keep", F.col("__u").isNotNull())
-    rank = F.row_number().over(Window.partitionBy("__u").orderBy(F.col("__in").desc(), "__hg"))
-    keep = F.col("__in") & F.col("__u").isNotNull() & (rank <= req.max_groups)
-    return pairs.withColumn("__keep", keep)
+    # The group hash is computed per pair, not per row.
+    group_hash = _keyed_hash([F.col("__u"), *keys], req.seed >> 64)
+    rank = F.row_number().over(Window.partitionBy("__u").orderBy(group_hash))
+    return pairs.withColumn("__keep", F.col("__u").isNotNull() & (rank <= req.max_groups))
 
 
 def _kept_rows(pairs: DataFrame, req: BoundingRequest, values: list[str], *,
@@ -380,17 +346,22 @@ def _kept_rows(pairs: DataFrame, req: BoundingRequest, values: list[str], *,
                        *[F.col(f"__r.{f}").alias(n) for f, n in zip(fields, names, strict=True)])
 
 
-def _collect(pairs: DataFrame, req: BoundingRequest, values: list[str]) -> ExactAggregates:
-    m = F.lit(req.max_rows)
-    totals = pairs.agg(
-        F.coalesce(F.sum("__n"), F.lit(0)),
-        F.coalesce(F.sum(F.when(F.col("__keep"), F.least("__n", m))), F.lit(0)),
-        F.coalesce(F.sum(F.when(~F.col("__in") & F.col("__u").isNotNull(), F.col("__n"))), F.lit(0)),
+def _collect(source: DataFrame, pairs: DataFrame, req: BoundingRequest,
+             values: list[str]) -> ExactAggregates:
+    """The aggregates of the kept rows of `pairs`; with public keys, one scan of `source`
+    counts its rows and those with a null unit (the pairs hold only the rows in the keys)."""
+    assert req.unit is not None
+    entered, kept, null_units = (int(x) for x in pairs.agg(
+        F.coalesce(F.sum(F.when(F.col("__u").isNotNull(), F.col("__n"))), F.lit(0)),
+        F.coalesce(F.sum(F.when(F.col("__keep"), F.least("__n", F.lit(req.max_rows)))), F.lit(0)),
         F.coalesce(F.sum(F.when(F.col("__u").isNull(), F.col("__n"))), F.lit(0)),
-    ).collect()[0]
-    rows_total, kept, by_keys, null_units = (int(x) for x in totals)
+    ).collect()[0])
+    rows_total = entered + null_units
+    if req.public_keys is not None:
+        rows_total, null_units = (int(x) for x in source.agg(
+            F.count(F.lit(1)), _count_if(_col(req.unit).isNull())).collect()[0])
     return _aggregates(_kept_rows(pairs, req, values), req, values,
-                       (rows_total, kept, by_keys, null_units))
+                       (rows_total, kept, rows_total - null_units - entered, null_units))
 
 
 def _aggregates(rows: DataFrame, req: BoundingRequest, values: list[str],
