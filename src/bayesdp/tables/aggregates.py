@@ -66,6 +66,7 @@ class Aggregate(ABC):
 
     kind: ClassVar[str]  # its constructor's name, and its name in a spec
     noisy: ClassVar[tuple[Noisy, ...]]
+    branch_rule: ClassVar[str] = ""  # with several `branches`: what decides a group's branch
 
     @property
     def branches(self) -> tuple[tuple[str, ...], ...]:

@@ -45,6 +45,7 @@ class Mean(Moments):
     noisy: ClassVar[tuple[Noisy, ...]] = (
         Noisy("count", 0.05, integer=True), Noisy("sum", 0.05), Noisy("centred", 0.9),
         Noisy("count2", 0.36, integer=True), Noisy("sum2", 0.54))
+    branch_rule: ClassVar[str] = "its stage-1 count decides"
 
     @property
     def branches(self) -> tuple[tuple[str, ...], ...]:

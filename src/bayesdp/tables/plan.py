@@ -106,10 +106,12 @@ class Plan:
             lines.append(f"{r['aggregate']}.{r['part']}: {r['mechanism']} ({budget} for the "
                          f"aggregate), sensitivity {r['sensitivity']:.6g}, scale {r['noise scale']:.6g}")
         for step in self.steps.values():
-            if len(step.aggregate.branches) > 1:
-                uses = " or ".join(" + ".join(b) for b in step.aggregate.branches)
-                lines.append(f"{step.name}: each group uses {uses} (its stage-1 count decides), "
-                             "so it spends the aggregate's budget once")
+            agg = step.aggregate
+            if len(agg.branches) > 1:
+                uses = " or ".join(" + ".join(b) for b in agg.branches)
+                rule = f" ({agg.branch_rule})" if agg.branch_rule else ""
+                lines.append(f"{step.name}: each group uses {uses}{rule}, so it spends the "
+                             "aggregate's budget once")
         return "\n".join(lines)
 
 
