@@ -48,7 +48,7 @@ def run(
     # The training set's first half fits the models; its second half is the validation side that
     # Thresholdout compares with the holdout (rows a model was fit on would score too high).
     half = n // 2
-    valid, hold = Labelled(xt[half:], yt[half:]), Labelled(xh, yh)
+    valid, hold = Labelled(xt[half:], y=yt[half:]), Labelled(xh, y=yh)
     if holdout_kind == "naive":
         holdout: ReusableHoldout | NaiveHoldout = NaiveHoldout(valid, holdout=hold)
     else:

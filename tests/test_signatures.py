@@ -5,12 +5,15 @@ takes it (tables/ and sql/ have their own test; noise/ samplers take a generator
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 
 import pytest
 
 PACKAGES = ["bayesdp.correlated", "bayesdp.holdout", "bayesdp.mechanisms", "bayesdp.privacy",
             "bayesdp.synth", "bayesdp.audit", "bayesdp.report"]
+if importlib.util.find_spec("sklearn") is not None:  # bayesdp.models needs the `models` extra
+    PACKAGES.append("bayesdp.models")
 POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 

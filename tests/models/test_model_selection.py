@@ -19,7 +19,7 @@ def split(seed: int = 0) -> tuple[np.ndarray, np.ndarray, Labelled, Labelled]:
     gen = np.random.default_rng(seed)
     x = gen.uniform(0, 1, (3000, 3))
     y = (x[:, 0] + 0.3 * gen.normal(size=3000) > 0.5).astype(int)
-    return x[:1000], y[:1000], Labelled(x[1000:2000], y[1000:2000]), Labelled(x[2000:], y[2000:])
+    return x[:1000], y[:1000], Labelled(x[1000:2000], y=y[1000:2000]), Labelled(x[2000:], y=y[2000:])
 
 
 def test_naive_holdout_reports_exact_holdout_accuracy_and_picks_the_best() -> None:
@@ -74,4 +74,4 @@ def test_bad_arguments_name_the_parameter() -> None:
     with pytest.raises(DataError, match="Labelled"):  # built on bare feature arrays
         select([SkGaussianNB()], xt, yt, holdout=NaiveHoldout(valid.X, holdout=hold.X))
     with pytest.raises(DataError, match="999 rows"):
-        Labelled(hold.X[:999], hold.y)
+        Labelled(hold.X[:999], y=hold.y)

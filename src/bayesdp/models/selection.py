@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 import numpy as np
@@ -13,7 +13,7 @@ from bayesdp.errors import BudgetExhausted, DataError, invalid
 from bayesdp.holdout import HoldoutAnswer, NaiveHoldout, ReusableHoldout
 from bayesdp.privacy import Guarantee
 
-_RECIPE = "ReusableHoldout(Labelled(X_valid, y_valid), Labelled(X_holdout, y_holdout), ...)"
+_RECIPE = "ReusableHoldout(Labelled(X_valid, y=y_valid), holdout=Labelled(X_holdout, y=y_holdout), ...)"
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,7 @@ class Labelled:
     """Rows `X` (array or frame) and their labels `y`: one data set of a holdout's two."""
 
     X: Any
+    _: KW_ONLY
     y: Any
 
     def __post_init__(self) -> None:
@@ -41,6 +42,7 @@ class Selection:
     """
 
     model: Any
+    _: KW_ONLY
     index: int
     scores: tuple[float | None, ...]
     answers: tuple[HoldoutAnswer, ...]
@@ -53,12 +55,12 @@ def select(
     """Fit each candidate classifier (in place) on (X_train, y_train) and pick the best reported accuracy.
 
     Build the holdout on two labelled sets the candidates are not fit on:
-    `ReusableHoldout(Labelled(X_valid, y_valid), Labelled(X_holdout, y_holdout), threshold=...,
-    sigma=..., budget=...)`. Each candidate's accuracy is a [0, 1]-valued query (1 for a correct
-    prediction) whose validation mean the holdout compares with its holdout mean, so the holdout
-    is read only through Thresholdout (Dwork et al., Science 2015; seed 002, Alg. 1) and the
-    reported accuracies stay close to fresh-data accuracy however many candidates, chosen
-    adaptively, are compared. Validation rows that were also fit on would score above the
+    `ReusableHoldout(Labelled(X_valid, y=y_valid), holdout=Labelled(X_holdout, y=y_holdout),
+    threshold=..., sigma=..., budget=...)`. Each candidate's accuracy is a [0, 1]-valued query
+    (1 for a correct prediction) whose validation mean the holdout compares with its holdout
+    mean, so the holdout is read only through Thresholdout (Dwork et al., Science 2015; seed
+    002, Alg. 1) and the reported accuracies stay close to fresh-data accuracy however many
+    candidates, chosen adaptively, are compared. Validation rows that were also fit on would score above the
     holdout, and every comparison would then spend budget.
     """
     if not isinstance(holdout, ReusableHoldout | NaiveHoldout):
@@ -84,4 +86,4 @@ def select(
         raise BudgetExhausted("the holdout's budget is spent: no candidate could be scored")
     best = max(answered, key=lambda i: float(scores[i]))  # type: ignore[arg-type]
     guarantee = holdout.guarantee if isinstance(holdout, ReusableHoldout) else None
-    return Selection(models[best], best, scores, tuple(answers), guarantee)
+    return Selection(models[best], index=best, scores=scores, answers=tuple(answers), guarantee=guarantee)
