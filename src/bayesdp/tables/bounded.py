@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def bounded(table: Table, by: str | Sequence[str], max_groups_per_unit: int | None,
-            max_rows_per_group: int, rng: Rng | None) -> Table:
+            max_rows_per_group: int, *, rng: Rng | None) -> Table:
     """`table` bounded once by a secret seed drawn now (see `Table.bounded`)."""
     if table.privacy_unit is None:
         raise InvalidParameter("bounded() needs a privacy unit: with privacy_unit=None every row "

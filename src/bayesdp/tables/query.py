@@ -129,7 +129,7 @@ class Table:
         own ε, δ in the ledger. A where() here filters after bounding (one before bounded() filters
         before), and rows outside public keys are dropped after bounding, so a unit's kept
         groups are chosen among all its groups; a release asking for other bounds is refused."""
-        return bounded(self, by, max_groups_per_unit, max_rows_per_group, rng)
+        return bounded(self, by, max_groups_per_unit, max_rows_per_group, rng=rng)
 
     def where(self, condition: str | RowExpression) -> Table:
         """Keep rows where the SQL expression holds (a public filter, applied before bounding).
