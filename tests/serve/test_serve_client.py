@@ -43,6 +43,10 @@ def test_client_errors_are_bayesdp_errors(server: Server) -> None:
     db = bdp.connect(server.url, add_analyst(server.config_path, "careless"))
     with pytest.raises(InvalidParameter, match="public columns"):
         db.table("visits").agg(n=bdp.sum("secret", bounds=(0, 1))).release(epsilon=1.0)
+    with pytest.raises(InvalidParameter, match="'user' at line 1, column 4 is not a column"):
+        db.table("visits").agg(n=bdp.share("user > 400")).release(epsilon=0.1)
+    # An expression over the public columns is an aggregate like a column (as in SQL).
+    assert db.table("visits").agg(n=bdp.mean("spend * 0.5", bounds=(0, 5))).release(epsilon=0.1)
     with pytest.raises(BudgetExceeded, match="remaining"):
         db.table("visits").agg(n=bdp.count()).release(epsilon=5.0)
     with pytest.raises(InvalidParameter, match="one of the service's datasets"):

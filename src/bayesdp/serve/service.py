@@ -150,9 +150,13 @@ class Service:
             if c not in public:
                 raise invalid("group_by", c, f"one of the public columns {public}")
         for name, item in spec["aggregates"].items():
-            col = item.get("column") if isinstance(item, dict) else None
-            if col is not None and col not in public:
-                raise invalid(f"aggregates.{name}.column", col, f"one of the public columns {public}")
+            # A column, an expression or a share's condition reads the public columns only.
+            for key in ("column", "condition"):
+                text = item.get(key) if isinstance(item, dict) else None
+                if isinstance(text, str) and text.isidentifier() and text not in public:
+                    raise invalid(f"aggregates.{name}.{key}", text, f"one of the public columns {public}")
+                if text is not None:
+                    row_expression(text, public, role=f"aggregates.{name}.{key}")
         where = spec.get("where", [])
         where = [where] if isinstance(where, str) else where
         if not isinstance(where, list) or not all(isinstance(w, str) for w in where):
