@@ -326,11 +326,12 @@ def test_an_internal_error_returns_only_an_error_id_and_logs_the_trace(server: S
 
 def test_keep_alive_requests_do_not_wait_for_delayed_acks(server: Server) -> None:
     """With Nagle's algorithm on, each response on a kept-alive connection waited about 40 ms for
-    the client's delayed ACK; /health does no work, so its median round trip stays far below."""
+    the client's delayed ACK; /health does no work, so its fastest round trip stays far below
+    (the fastest, not the median, so that a loaded machine's slow requests cannot fail it)."""
     with server.client() as http:
         times = []
-        for _ in range(9):
+        for _ in range(20):
             start = time.perf_counter()
             assert http.get("/health").status_code == 200
             times.append(time.perf_counter() - start)
-    assert sorted(times)[4] < 0.025, times
+    assert min(times[1:]) < 0.025, times
