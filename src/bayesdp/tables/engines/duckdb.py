@@ -10,9 +10,11 @@ is below `max_rows` (row_number - rank). The three window functions share the on
 Without quantiles or histograms the kept rows are aggregated in the same query; with them,
 the kept rows (at most units x max_groups x max_rows) are materialized once in a temporary
 table, dropped afterwards, so the grids cost no second pass over the data.
-One cheap scan counts the rows and the null units; with public keys a second counts the rows
-in the keys (a semi-join: a key list inside a FILTER or a projection is a mark join, several
-times slower).
+The rows and the null units are `count(*)` and `count(unit)`, which DuckDB answers from a
+Parquet file's metadata when no filter applies. With public keys, the rows that enter bounding
+(a semi-join: a key list inside a FILTER or a projection is a mark join, several times slower)
+are written once to a temporary table, narrowed to the columns bounding reads: bounding reads
+it and its count is the rows in the keys, so the source is read once, not twice.
 
 Every DuckDB call, building a query and running it, goes through `duckdb_errors`: a DuckDB
 error becomes a DataError (or a ResourceError when memory or disk runs out) whose public
@@ -184,17 +186,41 @@ class DuckDBEngine:
     def aggregate(self, request: BoundingRequest) -> ExactAggregates:
         values = _value_columns(request)
         source = self._filtered(request.where)
-        with self._keys(request) as keys:
-            totals = self._totals(source, request, keys)
-            kept_sql = _kept_sql(source, request, values, keys)
+        with self._keys(request) as keys, self._entering(source, request, values, keys) as entering:
+            rows, null_units = self._counts(source, request)
+            entered = rows - null_units if entering is None else \
+                int(self.rows(f"SELECT count(*) FROM {entering}")[0][0])
+            totals = rows, null_units, rows - null_units - entered
+            kept_sql = _kept_sql(source if entering is None else f"SELECT * FROM {entering}",
+                                 request, values, None)
             if not request.cells and not request.bins:  # one pass: aggregate the kept rows directly
                 return self._collect(f"({kept_sql})", request, values, totals)
             with self._temp(kept_sql) as kept:
                 return self._collect(kept, request, values, totals)
 
+    @contextmanager
+    def _entering(self, source: str, req: BoundingRequest, values: list[str],
+                  keys: str | None) -> Iterator[str | None]:
+        """A temporary table of the rows that enter bounding (a unit, a key among the public
+        keys), with the columns bounding reads; None without public keys (every row with a
+        unit enters)."""
+        if keys is None:
+            yield None
+            return
+        cols = [*([] if req.unit is None else [req.unit]), *req.keys, *value_inputs(req, values)]
+        unit = "TRUE" if req.unit is None else f"{ident(req.unit)} IS NOT NULL"
+        with self._temp(f"SELECT {', '.join(ident(c) for c in dict.fromkeys(cols))} FROM"
+                        f" ({source}) WHERE {unit} AND {_in_keys(req, keys)}") as name:
+            yield name
+
+    def _counts(self, source: str, req: BoundingRequest) -> tuple[int, int]:
+        """Rows, rows with a null unit."""
+        rows, null_units = (int(c) for c in self.rows(_counts_sql(source, req))[0])
+        return rows, null_units
+
     def _totals(self, source: str, req: BoundingRequest, keys: str | None) -> tuple[int, int, int]:
         """Rows, rows with a null unit, rows with a unit outside the public keys."""
-        rows, null_units = (int(c) for c in self.rows(_counts_sql(source, req))[0])
+        rows, null_units = self._counts(source, req)
         entered = rows - null_units if keys is None else \
             int(self.rows(_entered_sql(source, req, keys))[0][0])
         return rows, null_units, rows - null_units - entered
@@ -313,9 +339,9 @@ class DuckDBEngine:
 
 
 def _counts_sql(source: str, req: BoundingRequest) -> str:
-    """Rows, rows with a null unit."""
-    unit_null = "FALSE" if req.unit is None else f"{ident(req.unit)} IS NULL"
-    return f"SELECT count(*), count(*) FILTER ({unit_null}) FROM ({source})"
+    """Rows, rows with a null unit (count(unit), not a FILTER: Parquet metadata answers it)."""
+    units = "count(*)" if req.unit is None else f"count({ident(req.unit)})"
+    return f"SELECT count(*), count(*) - {units} FROM ({source})"
 
 
 def _entered_sql(source: str, req: BoundingRequest, key_table: str | None) -> str:
