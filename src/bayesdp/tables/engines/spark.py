@@ -3,7 +3,8 @@
 The rows never leave Spark; only per-group aggregates reach the driver. The plan is
 
 1. with public keys, the rows whose key is not one of them are dropped by a broadcast
-   semi-join (and counted by one scan of the source);
+   semi-join; the rows and the null units before it are counted by an observation of the same
+   scan (`DataFrame.observe`), not by a second pass over the source;
 2. `groupBy(unit, keys)` collapses each (unit, group) pair to its row count and the
    `max_rows` rows with the smallest keyed row hash (`min_by`, or the head of the hash-sorted
    list);
@@ -61,7 +62,7 @@ try:
     from py4j.protocol import Py4JJavaError
     from pyspark import StorageLevel
     from pyspark.errors import PySparkException
-    from pyspark.sql import Column, DataFrame, SparkSession, Window
+    from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -113,15 +114,17 @@ class SparkEngine:
         except _SPARK_ERRORS as exc:
             raise _data_error(exc) from None
 
-    def _plan(self, request: BoundingRequest) -> tuple[DataFrame, DataFrame, BoundingRequest, list[str]]:
-        """The filtered source and the request's (unit, group) pairs, not yet run, the request
-        as run, its value columns."""
+    def _plan(self, request: BoundingRequest) -> tuple[Observation | None, DataFrame,
+                                                       BoundingRequest, list[str]]:
+        """The request's (unit, group) pairs, not yet run, with the observation of the source's
+        rows and units they make with public keys, the request as run, its value columns."""
         values = _values(request)
         source = self._filtered(request.where)
         if request.unit is None:  # every row is a unit: a unique id makes each row its own pair
             source = source.withColumn(_ROW_UNIT, F.monotonically_increasing_id())
             request = replace(request, unit=_ROW_UNIT)
-        return source, _pairs(source, request, values), request, values
+        seen = None if request.public_keys is None else Observation()
+        return seen, _pairs(source, request, values, seen=seen), request, values
 
     def check(self, request: BoundingRequest) -> None:
         # Spark analyses a plan as it is built: building the pairs binds every column and filter.
@@ -132,9 +135,9 @@ class SparkEngine:
 
     def aggregate(self, request: BoundingRequest) -> ExactAggregates:
         try:
-            source, pairs, request, values = self._plan(request)
+            seen, pairs, request, values = self._plan(request)
             with _persisted(pairs) as pairs:
-                return _collect(source, pairs, request, values)
+                return _collect(seen, pairs, request, values)
         except _SPARK_ERRORS as exc:
             raise _data_error(exc) from None
 
@@ -295,12 +298,17 @@ def _text(value: Any) -> str:
 
 
 def _pairs(source: DataFrame, req: BoundingRequest, values: list[str], *,
-           carry: bool = False) -> DataFrame:
+           carry: bool = False, seen: Observation | None = None) -> DataFrame:
     """One row per (unit, group): row count, the kept rows, whether the pair is kept. With
-    `carry`, the kept rows hold the columns `values` as they are, not as DOUBLE."""
+    `carry`, the kept rows hold the columns `values` as they are, not as DOUBLE; `seen`
+    observes the rows (`rows`) and the rows with a unit (`units`) before the public keys."""
     assert req.unit is not None
     content = list(dict.fromkeys([req.unit, *req.keys, *value_inputs(req, values)]))
-    narrow = _with_in_keys(source.select(*[_col(c) for c in content]), req, source.schema, semi=True)
+    narrow = source.select(*[_col(c) for c in content])
+    if seen is not None:
+        narrow = narrow.observe(seen, F.count(F.lit(1)).alias("rows"),
+                                F.count(_col(req.unit)).alias("units"))
+    narrow = _with_in_keys(narrow, req, source.schema, semi=True)
     keys = [_col(k) for k in req.keys]
     hashed = narrow.select(_col(req.unit).alias("__u"), *keys,
                            _keyed_hash([_col(c) for c in content], req.seed).alias("__hr"),
@@ -346,10 +354,11 @@ def _kept_rows(pairs: DataFrame, req: BoundingRequest, values: list[str], *,
                        *[F.col(f"__r.{f}").alias(n) for f, n in zip(fields, names, strict=True)])
 
 
-def _collect(source: DataFrame, pairs: DataFrame, req: BoundingRequest,
+def _collect(seen: Observation | None, pairs: DataFrame, req: BoundingRequest,
              values: list[str]) -> ExactAggregates:
-    """The aggregates of the kept rows of `pairs`; with public keys, one scan of `source`
-    counts its rows and those with a null unit (the pairs hold only the rows in the keys)."""
+    """The aggregates of the kept rows of `pairs`; with public keys, the rows and the null
+    units come from `seen`, observed while the pairs were built (they hold only the rows in
+    the keys)."""
     assert req.unit is not None
     entered, kept, null_units = (int(x) for x in pairs.agg(
         F.coalesce(F.sum(F.when(F.col("__u").isNotNull(), F.col("__n"))), F.lit(0)),
@@ -357,9 +366,9 @@ def _collect(source: DataFrame, pairs: DataFrame, req: BoundingRequest,
         F.coalesce(F.sum(F.when(F.col("__u").isNull(), F.col("__n"))), F.lit(0)),
     ).collect()[0])
     rows_total = entered + null_units
-    if req.public_keys is not None:
-        rows_total, null_units = (int(x) for x in source.agg(
-            F.count(F.lit(1)), _count_if(_col(req.unit).isNull())).collect()[0])
+    if seen is not None:  # the pairs' first action above filled it
+        rows_total = int(seen.get["rows"])
+        null_units = rows_total - int(seen.get["units"])
     return _aggregates(_kept_rows(pairs, req, values), req, values,
                        (rows_total, kept, rows_total - null_units - entered, null_units))
 
