@@ -77,6 +77,10 @@ def test_releases_reuse_the_rows_bounded_once(engine, pairs, spark_or_none):
     assert abs(in_a - N / 2) < COUNT_TOL
     assert again.kept_rows == 3 * in_a  # the filter after bounding keeps the rows of "a"
     assert (again.rows, again.dropped_by_bounding) == (first.rows, first.dropped_by_bounding)
+    for d in (first, again):  # every row is counted once: kept, dropped by a step, null unit
+        assert d.rows == (d.kept_rows + d.dropped_by_bounding + d.dropped_by_keys
+                          + d.dropped_by_filter + d.null_units)
+    assert again.dropped_by_filter == first.kept_rows - again.kept_rows  # the rows of "b"
 
 
 @pytest.mark.parametrize("engine", ENGINES)

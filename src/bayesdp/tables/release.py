@@ -108,6 +108,8 @@ class Release:
         out = [f"Bounding kept {d.kept_rows:,} of {d.rows:,} rows "
                f"({d.dropped_by_bounding:,} dropped by the contribution bounds"
                + (f", {d.dropped_by_keys:,} outside the public keys" if self.public_keys else "")
+               + (f", {d.dropped_by_filter:,} removed by a filter after bounding"
+                  if d.dropped_by_filter else "")
                + ")."]
         clipped = {}
         for spec, n in d.clipped.items():

@@ -17,7 +17,7 @@ Everything after this (noise, partition selection, intervals) is engine independ
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -180,6 +180,16 @@ class Diagnostics:
     nulls: dict[str, int] = field(default_factory=dict)
     infinite: dict[str, int] = field(default_factory=dict)
     clipped: dict[Measure | Cells | Bins, int] = field(default_factory=dict)
+    # Bounded rows a where() on a bounded table removed after bounding: with it the fields
+    # above add up to `rows` (kept + dropped by bounding, keys, filter + null units).
+    dropped_by_filter: int = 0
+
+    def after_filter(self, bounded: tuple[int, int, int]) -> Diagnostics:
+        """These counts, taken on the rows of a bounded table that a where() kept, completed
+        with the bounded table's `(rows, null units, dropped by bounding)`."""
+        rows, null_units, dropped = bounded
+        return replace(self, rows=rows, null_units=null_units, dropped_by_bounding=dropped,
+                       dropped_by_filter=rows - null_units - dropped - self.rows)
 
 
 @dataclass(frozen=True)

@@ -483,10 +483,7 @@ class BoundedDuckDB(BoundedRows):
             kept_sql = self._kept_sql(rows, request, values, keys)
             exact = self.source._collect(f"({kept_sql})", request, values,
                                          self.source._totals(source, request, keys))
-        total, null_units, dropped = self.totals
-        diag = replace(exact.diagnostics, rows=total, null_units=null_units,
-                       dropped_by_bounding=dropped)
-        return replace(exact, diagnostics=diag)
+        return replace(exact, diagnostics=exact.diagnostics.after_filter(self.totals))
 
 
 def _drop(engine: DuckDBEngine, table: str) -> None:

@@ -210,12 +210,10 @@ class BoundedSpark(BoundedRows):
             with _persisted(rows) as rows:
                 n, inside = (int(x) for x in rows.agg(F.count(F.lit(1)),
                                                      _count_if(F.col("__in"))).collect()[0])
-                total, null_units, dropped = self.totals
-                exact = _aggregates(rows.where("__in"), request, values,
-                                    (total, inside, n - inside, null_units))
+                exact = _aggregates(rows.where("__in"), request, values, (n, inside, n - inside, 0))
         except _SPARK_ERRORS as exc:
             raise _data_error(exc) from None
-        return replace(exact, diagnostics=replace(exact.diagnostics, dropped_by_bounding=dropped))
+        return replace(exact, diagnostics=exact.diagnostics.after_filter(self.totals))
 
 
 def _values(request: BoundingRequest) -> list[str]:
