@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cache, partial
+from functools import cache
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
@@ -124,12 +124,13 @@ def cells_of(step: Step, alpha: float) -> Cells:
 
 @dataclass(frozen=True)
 class Runs:
-    """A group's grid values 0..cells in runs of equal utility, in grid order.
+    """Groups' grid values 0..cells in runs of equal utility, each group's in grid order.
 
-    Run i holds the `size[i]` values from `first[i]`. An exact run (inside the window, or with no
-    values beyond its ends) has [B, A] = [rank_lo, rank_hi] at each of its values: an occupied value
-    is a run of one, an empty stretch has rank_lo == rank_hi. The stretches before and after the
-    window are inexact: each value's [B, A] lies within [rank_lo, rank_hi].
+    Run i holds the `size[i]` values from `first[i]`; group k's runs are offsets[k]..offsets[k+1].
+    An exact run (inside the window, or with no values beyond its ends) has [B, A] = [rank_lo,
+    rank_hi] at each of its values: an occupied value is a run of one, an empty stretch has
+    rank_lo == rank_hi. The stretches before and after the window are inexact: each value's [B, A]
+    lies within [rank_lo, rank_hi].
     """
 
     first: np.ndarray
@@ -137,44 +138,78 @@ class Runs:
     rank_lo: np.ndarray
     rank_hi: np.ndarray
     exact: np.ndarray
+    offsets: np.ndarray
 
-    def at(self, j: int) -> int:
-        """The run holding grid value j."""
-        return int(np.searchsorted(self.first, j, side="right")) - 1
+    def groups(self) -> np.ndarray:
+        """The group of each run."""
+        return np.repeat(np.arange(self.offsets.size - 1), np.diff(self.offsets))
+
+    def at(self, group: np.ndarray, j: np.ndarray) -> np.ndarray:
+        """The run holding grid value j[i] of group group[i]."""
+        span = int(self.first[-1] + self.size[-1]) + 1  # every group's runs cover 0..cells
+        key = self.groups() * span + self.first
+        found: np.ndarray = np.searchsorted(key, group * span + j, side="right") - 1
+        return found
+
+
+def window_runs(cells: int, win: CellWindow, index: np.ndarray) -> Runs:
+    """The runs in `win` of the groups at `index` (-1: a group without values, one run of rank 0),
+    all groups in one pass."""
+    g = np.asarray(index, dtype=np.int64)
+    some = g >= 0
+    gs = np.where(some, g, 0)
+    lo = np.where(some, np.searchsorted(win.group, gs), 0)
+    k = np.where(some, np.searchsorted(win.group, gs + 1), 0) - lo
+    start = np.where(some, win.start[gs], 0)
+    end = np.minimum(np.where(some, win.stop[gs], cells + 1), cells + 1)
+    n = np.where(some, win.n[gs], 0).astype(np.float64)
+    below = np.where(some, win.below[gs], 0).astype(np.float64)
+    # The window's cells of each group in turn, and the values at or below each (cum).
+    offsets = np.concatenate(([0], np.cumsum(k)))
+    owner = np.repeat(np.arange(g.size), k)
+    pos = np.arange(offsets[-1]) - offsets[owner]
+    take = lo[owner] + pos
+    c, cnt = win.cell[take], win.count[take].astype(np.float64)
+    total = np.concatenate(([0.0], np.cumsum(cnt)))
+    cum = below[owner] + total[1:] - total[offsets[owner]]
+    top = below + total[offsets[1:]] - total[offsets[:-1]]
+    # Per group, in grid order: stretch before, gap, value, gap, ..., value, gap, stretch after.
+    before = 2 * offsets[:-1] + 3 * np.arange(g.size)
+    after = before + 2 * k + 2
+    value = before[owner] + 2 + 2 * pos
+    slots = int(2 * offsets[-1] + 3 * g.size)
+    first, size = np.empty(slots, np.int64), np.empty(slots, np.int64)
+    rank_lo, rank_hi, exact = np.empty(slots), np.empty(slots), np.ones(slots, dtype=bool)
+    first[before], size[before], rank_lo[before], rank_hi[before] = 0, start, 0.0, below
+    exact[before] = below == 0
+    first[after], size[after], rank_lo[after], rank_hi[after] = end, cells + 1 - end, top, n
+    exact[after] = top == n
+    first[value], size[value], rank_lo[value], rank_hi[value] = c, 1, cum - cnt, cum
+    # A gap runs from the value before it (or the window's start) to the next slot's first value.
+    gaps = np.concatenate((before + 1, value + 1))
+    first[gaps] = np.concatenate((start, c + 1))
+    rank_lo[gaps] = rank_hi[gaps] = np.concatenate((below, cum))
+    size[gaps] = first[gaps + 1] - first[gaps]
+    keep = size > 0
+    kept = np.repeat(np.arange(g.size), 2 * k + 3)[keep]
+    return Runs(first[keep], size[keep], rank_lo[keep], rank_hi[keep], exact[keep],
+                np.searchsorted(kept, np.arange(g.size + 1)))
 
 
 def group_runs(cells: int, win: CellWindow, g: int) -> Runs:
     """Group g's runs in `win` (g = -1: a group without values, one run of rank 0)."""
-    if g < 0:
-        one = np.ones(1, dtype=bool)
-        return Runs(np.zeros(1, np.int64), np.array([cells + 1]), np.zeros(1), np.zeros(1), one)
-    first, stop = np.searchsorted(win.group, [g, g + 1])
-    c, cnt = win.cell[first:stop], win.count[first:stop].astype(np.float64)
-    start, end = int(win.start[g]), min(int(win.stop[g]), cells + 1)
-    n, below = float(win.n[g]), float(win.below[g])
-    cum = below + np.concatenate(([0.0], np.cumsum(cnt)))
-    k = c.size
-    # In grid order: stretch before, gap, value, gap, ..., value, gap, stretch after.
-    starts = np.empty(2 * k + 1, np.int64)
-    sizes = np.empty(2 * k + 1, np.int64)
-    lo_r, hi_r = np.empty(2 * k + 1), np.empty(2 * k + 1)
-    starts[0::2], sizes[0::2] = np.concatenate(([start], c + 1)), np.concatenate((c, [end])) - \
-        np.concatenate(([start], c + 1))
-    lo_r[0::2] = hi_r[0::2] = cum
-    starts[1::2], sizes[1::2], lo_r[1::2], hi_r[1::2] = c, 1, cum[:-1], cum[1:]
-    first_r = np.concatenate(([0], starts, [end]))
-    size_r = np.concatenate(([start], sizes, [cells + 1 - end]))
-    rank_lo = np.concatenate(([0.0], lo_r, cum[-1:]))
-    rank_hi = np.concatenate(([below], hi_r, [n]))
-    exact = np.concatenate(([below == 0], np.ones(2 * k + 1, dtype=bool), [cum[-1] == n]))
-    keep = size_r > 0
-    return Runs(first_r[keep], size_r[keep], rank_lo[keep], rank_hi[keep], exact[keep])
+    return window_runs(cells, win, np.array([g]))
 
 
-def distance(runs: Runs, aim: float) -> np.ndarray:
-    """dist(aim, [rank_lo, rank_hi]) per run: -u exactly for an exact run, at most -u otherwise."""
-    d: np.ndarray = np.maximum(np.maximum(runs.rank_lo - aim, aim - runs.rank_hi), 0.0)
+def _distance(lo: np.ndarray, hi: np.ndarray, aim: np.ndarray | float) -> np.ndarray:
+    d: np.ndarray = np.maximum(np.maximum(lo - aim, aim - hi), 0.0)
     return d
+
+
+def distance(runs: Runs, aim: np.ndarray | float) -> np.ndarray:
+    """dist(aim, [rank_lo, rank_hi]) per run (`aim` one number or one per run): -u exactly for an
+    exact run, at most -u otherwise."""
+    return _distance(runs.rank_lo, runs.rank_hi, aim)
 
 
 def run_mass(runs: Runs, spacing: Spacing) -> np.ndarray:
@@ -185,7 +220,7 @@ def run_mass(runs: Runs, spacing: Spacing) -> np.ndarray:
     return mass
 
 
-def run_scores(runs: Runs, aim: float, scale: float, spacing: Spacing = (0, 0)) -> np.ndarray:
+def run_scores(runs: Runs, aim: np.ndarray | float, scale: float, spacing: Spacing = (0, 0)) -> np.ndarray:
     """Scores scale·log(mass) + u of the runs: choosing run i with probability ∝ exp(score_i/scale),
     then one of its candidates uniformly, draws candidate j with probability ∝ exp(u(j)/scale) (see
     module); -inf for a run without candidates."""
@@ -195,37 +230,73 @@ def run_scores(runs: Runs, aim: float, scale: float, spacing: Spacing = (0, 0)) 
     return score
 
 
+def draws(step: Step, part: str, runs: Runs, aim: np.ndarray, whole: Callable[[], Runs],
+          spacing: Spacing = (0, 0), *, rng: Rng) -> np.ndarray:
+    """One candidate grid value per group of `runs`, aimed at rank aim[k] (q·n plus a public
+    constant; see the module), all groups at once.
+
+    Each group runs the exponential mechanism's rejection sampler of `Exponential.select_index`
+    (uniform proposals among its runs with candidates, each kept with probability e^-gap, the first
+    kept wins; rounds of proposals double). A stretch outside the window is proposed with its best
+    utility, so a value j there is kept with probability exp(-(d(j) - d_min)/scale), d(j) its
+    distance on the whole grid (`whole()`: the same groups' runs on it): rejection sampling, exact
+    whatever the window (von Neumann 1951); a group whose value is refused draws again.
+    """
+    scale = step.parts[part].mechanism.scale
+    groups = runs.groups()
+    scores = run_scores(runs, aim[groups], scale, spacing)
+    live = np.flatnonzero(np.isfinite(scores))  # runs holding candidates, every group has some
+    m = np.bincount(groups[live], minlength=aim.size)
+    start = np.concatenate(([0], np.cumsum(m)[:-1]))
+    best = np.maximum.reduceat(scores[live], start)
+    gaps = (best[groups[live]] - scores[live]) / scale
+    mass = run_mass(runs, spacing)
+    bits, origin = spacing
+    out = np.empty(aim.size, dtype=np.int64)
+    pending, size = np.arange(aim.size), np.minimum(m, 4096)
+    while pending.size:
+        owner = np.repeat(pending, size[pending])
+        proposal = start[owner] + rng.integers(0, m[owner])
+        accepted = np.flatnonzero(bernoulli_exp(gaps[proposal], rng))
+        group, first = np.unique(owner[accepted], return_index=True)  # the first kept per group
+        i = live[proposal[accepted[first]]]
+        j = ((((runs.first[i] + origin - 1) >> bits) + 1 + rng.integers(0, mass[i])) << bits) - origin
+        ok = runs.exact[i].copy()
+        if not ok.all():
+            grid, out_of = whole(), np.flatnonzero(~ok)
+            on = grid.at(group[out_of], j[out_of])
+            excess = (_distance(grid.rank_lo[on], grid.rank_hi[on], aim[group[out_of]])
+                      - distance(runs, aim[groups])[i[out_of]])
+            ok[out_of] = bernoulli_exp(excess / scale, rng)
+        out[group[ok]] = j[ok]
+        pending = np.setdiff1d(pending, group[ok], assume_unique=True)
+        size[pending] = np.minimum(2 * size[pending], m[pending])
+    return out
+
+
 def draw(step: Step, part: str, runs: Runs, aim: float, whole: Callable[[], Runs],
          spacing: Spacing = (0, 0), *, rng: Rng) -> int:
-    """One candidate grid value aimed at rank `aim` (q·n plus a public constant; see the module).
+    """One candidate grid value of a single group's `runs` (`draws` for one group)."""
+    return int(draws(step, part, runs, np.array([aim]), whole, spacing, rng=rng)[0])
 
-    A stretch outside the window is proposed with its best utility, so a value j there is kept
-    with probability exp(-(d(j) - d_min)/scale), d(j) its distance on the whole grid: rejection
-    sampling, exact whatever the window (von Neumann 1951).
-    """
-    mech = step.parts[part].mechanism
-    scores = run_scores(runs, aim, mech.scale, spacing)
-    some = np.flatnonzero(np.isfinite(scores))
-    bits, origin = spacing
-    while True:
-        i = int(some[mech.select_index(scores[some], rng=rng)])
-        first = ((int(runs.first[i]) + origin - 1) >> bits) + 1
-        j = ((first + int(rng.integers(0, run_mass(runs, spacing)[i]))) << bits) - origin
-        if runs.exact[i]:
-            return j
+
+def closed_ranks(runs: Runs, j: np.ndarray, whole: Callable[[], Runs]) -> tuple[np.ndarray, np.ndarray]:
+    """(B(j), A(j)) per group: the values below grid value j[k] of group k and at or below it."""
+    group = np.arange(j.size)
+    i = runs.at(group, j)
+    low, high = runs.rank_lo[i], runs.rank_hi[i]
+    out_of = np.flatnonzero(~runs.exact[i])
+    if out_of.size:
         grid = whole()
-        excess = float(distance(grid, aim)[grid.at(j)] - distance(runs, aim)[i])
-        if bernoulli_exp(np.array([excess / mech.scale]), rng=rng)[0]:
-            return j
+        on = grid.at(out_of, j[out_of])
+        low[out_of], high[out_of] = grid.rank_lo[on], grid.rank_hi[on]
+    return low, high
 
 
 def closed_rank(runs: Runs, j: int, whole: Callable[[], Runs]) -> tuple[float, float]:
-    """(B(j), A(j)): the values below grid value j and at or below it."""
-    i = runs.at(j)
-    if not runs.exact[i]:
-        runs = whole()
-        i = runs.at(j)
-    return float(runs.rank_lo[i]), float(runs.rank_hi[i])
+    """(B(j), A(j)) of a single group's `runs`."""
+    low, high = closed_ranks(runs, np.array([j]), whole)
+    return float(low[0]), float(high[0])
 
 
 def quantile_draws(step: Step, win: CellWindow, spec: Cells, index: np.ndarray, alpha: float,
@@ -239,30 +310,29 @@ def quantile_draws(step: Step, win: CellWindow, spec: Cells, index: np.ndarray, 
     assert isinstance(agg, Quantile)
     lo, hi = agg.bounds
     q, width = agg.q, (hi - lo) / spec.cells
+    if not index.size:
+        return Estimate(np.empty(0), np.empty(0), np.empty(0))
     spacing = candidate_spacing(lo, hi, spec.cells)
     s = rank_margin(step, alpha)
     low_check, high_check = step.parts["low_rank"].mechanism, step.parts["high_rank"].mechanism
     w_low, w_high = float(low_check.interval(alpha)), float(high_check.interval(alpha))
 
     @cache
-    def whole_window() -> CellWindow:  # read at most once per aggregate, only if a draw needs it
-        return full_grid(replace(spec, margin=FULL_GRID))
+    def whole() -> Runs:  # the whole grid, read at most once per aggregate, only if a draw needs it
+        return window_runs(spec.cells, full_grid(replace(spec, margin=FULL_GRID)), index)
 
-    value, j_low, j_high, d_low, d_high = (np.empty(index.size) for _ in range(5))
-    for k, g in enumerate(index):
-        runs = group_runs(spec.cells, win, int(g))
-        t = q * float(win.n[g]) if g >= 0 else 0.0
-        whole = cache(partial(lambda g: group_runs(spec.cells, whole_window(), g), int(g)))
-        value[k] = draw(step, "value", runs, t, whole, rng=rng)
-        # Candidates s ranks below and above t, each kept only if its noisy rank certifies it.
-        j_low[k] = draw(step, "low", runs, t - s, whole, spacing, rng=rng)
-        j_high[k] = draw(step, "high", runs, t + s, whole, spacing, rng=rng)
-        d_low[k] = closed_rank(runs, int(j_low[k]), whole)[0] - t
-        d_high[k] = closed_rank(runs, int(j_high[k]), whole)[1] - t
+    runs = window_runs(spec.cells, win, index)
+    t = np.where(index >= 0, q * win.n[np.maximum(index, 0)].astype(np.float64), 0.0)
+    value = draws(step, "value", runs, t, whole, rng=rng)
+    # Candidates s ranks below and above t, each kept only if its noisy rank certifies it.
+    j_low = draws(step, "low", runs, t - s, whole, spacing, rng=rng)
+    j_high = draws(step, "high", runs, t + s, whole, spacing, rng=rng)
+    d_low = closed_ranks(runs, j_low, whole)[0] - t
+    d_high = closed_ranks(runs, j_high, whole)[1] - t
     keep_low = np.asarray(low_check.release(d_low, rng=rng)) + w_low < 0
     keep_high = np.asarray(high_check.release(d_high, rng=rng)) - w_high >= 0
     return Estimate(lo + value * width, np.where(keep_low, lo + (j_low - 0.5) * width, lo),
-                         np.where(keep_high, lo + (j_high + 0.5) * width, hi))
+                    np.where(keep_high, lo + (j_high + 0.5) * width, hi))
 
 
 @dataclass(frozen=True)
