@@ -126,7 +126,8 @@ def cells_of(step: Step, alpha: float) -> Cells:
 class Runs:
     """Groups' grid values 0..cells in runs of equal utility, each group's in grid order.
 
-    Run i holds the `size[i]` values from `first[i]`; group k's runs are offsets[k]..offsets[k+1].
+    Run i holds the `size[i]` values from `first[i]` (none for an empty run, which is never drawn);
+    group k's runs are offsets[k]..offsets[k+1].
     An exact run (inside the window, or with no values beyond its ends) has [B, A] = [rank_lo,
     rank_hi] at each of its values: an occupied value is a run of one, an empty stretch has
     rank_lo == rank_hi. The stretches before and after the window are inexact: each value's [B, A]
@@ -190,10 +191,8 @@ def window_runs(cells: int, win: CellWindow, index: np.ndarray) -> Runs:
     first[gaps] = np.concatenate((start, c + 1))
     rank_lo[gaps] = rank_hi[gaps] = np.concatenate((below, cum))
     size[gaps] = first[gaps + 1] - first[gaps]
-    keep = size > 0
-    kept = np.repeat(np.arange(g.size), 2 * k + 3)[keep]
-    return Runs(first[keep], size[keep], rank_lo[keep], rank_hi[keep], exact[keep],
-                np.searchsorted(kept, np.arange(g.size + 1)))
+    # Empty runs stay: they hold no candidate, and `at` finds the non-empty run at the same first.
+    return Runs(first, size, rank_lo, rank_hi, exact, np.append(before, slots))
 
 
 def group_runs(cells: int, win: CellWindow, g: int) -> Runs:
@@ -201,15 +200,11 @@ def group_runs(cells: int, win: CellWindow, g: int) -> Runs:
     return window_runs(cells, win, np.array([g]))
 
 
-def _distance(lo: np.ndarray, hi: np.ndarray, aim: np.ndarray | float) -> np.ndarray:
+def distance(lo: np.ndarray, hi: np.ndarray, aim: np.ndarray | float) -> np.ndarray:
+    """dist(aim, [lo, hi]) for runs' rank ranges: -u exactly for an exact run, at most -u
+    otherwise."""
     d: np.ndarray = np.maximum(np.maximum(lo - aim, aim - hi), 0.0)
     return d
-
-
-def distance(runs: Runs, aim: np.ndarray | float) -> np.ndarray:
-    """dist(aim, [rank_lo, rank_hi]) per run (`aim` one number or one per run): -u exactly for an
-    exact run, at most -u otherwise."""
-    return _distance(runs.rank_lo, runs.rank_hi, aim)
 
 
 def run_mass(runs: Runs, spacing: Spacing) -> np.ndarray:
@@ -224,9 +219,13 @@ def run_scores(runs: Runs, aim: np.ndarray | float, scale: float, spacing: Spaci
     """Scores scale·log(mass) + u of the runs: choosing run i with probability ∝ exp(score_i/scale),
     then one of its candidates uniformly, draws candidate j with probability ∝ exp(u(j)/scale) (see
     module); -inf for a run without candidates."""
-    mass = run_mass(runs, spacing).astype(np.float64)
+    return _scores(run_mass(runs, spacing), runs.rank_lo, runs.rank_hi, aim, scale)
+
+
+def _scores(mass: np.ndarray, lo: np.ndarray, hi: np.ndarray, aim: np.ndarray | float,
+            scale: float) -> np.ndarray:
     with np.errstate(divide="ignore"):
-        score: np.ndarray = scale * np.log(mass) - distance(runs, aim)
+        score: np.ndarray = scale * np.log(mass.astype(np.float64)) - distance(lo, hi, aim)
     return score
 
 
@@ -243,30 +242,30 @@ def draws(step: Step, part: str, runs: Runs, aim: np.ndarray, whole: Callable[[]
     whatever the window (von Neumann 1951); a group whose value is refused draws again.
     """
     scale = step.parts[part].mechanism.scale
-    groups = runs.groups()
-    scores = run_scores(runs, aim[groups], scale, spacing)
-    live = np.flatnonzero(np.isfinite(scores))  # runs holding candidates, every group has some
-    m = np.bincount(groups[live], minlength=aim.size)
-    start = np.concatenate(([0], np.cumsum(m)[:-1]))
-    best = np.maximum.reduceat(scores[live], start)
-    gaps = (best[groups[live]] - scores[live]) / scale
     mass = run_mass(runs, spacing)
+    live = np.flatnonzero(mass > 0)  # runs holding candidates, every group has some
+    owner = runs.groups()[live]
+    scores = _scores(mass[live], runs.rank_lo[live], runs.rank_hi[live], aim[owner], scale)
+    m = np.bincount(owner, minlength=aim.size)
+    start = np.concatenate(([0], np.cumsum(m)[:-1]))
+    gaps = (np.maximum.reduceat(scores, start)[owner] - scores) / scale
     bits, origin = spacing
     out = np.empty(aim.size, dtype=np.int64)
     pending, size = np.arange(aim.size), np.minimum(m, 4096)
     while pending.size:
-        owner = np.repeat(pending, size[pending])
-        proposal = start[owner] + rng.integers(0, m[owner])
+        proposer = np.repeat(pending, size[pending])
+        proposal = start[proposer] + rng.integers(0, m[proposer])
         accepted = np.flatnonzero(bernoulli_exp(gaps[proposal], rng))
-        group, first = np.unique(owner[accepted], return_index=True)  # the first kept per group
+        group, first = np.unique(proposer[accepted], return_index=True)  # the first kept per group
         i = live[proposal[accepted[first]]]
         j = ((((runs.first[i] + origin - 1) >> bits) + 1 + rng.integers(0, mass[i])) << bits) - origin
         ok = runs.exact[i].copy()
         if not ok.all():
             grid, out_of = whole(), np.flatnonzero(~ok)
             on = grid.at(group[out_of], j[out_of])
-            excess = (_distance(grid.rank_lo[on], grid.rank_hi[on], aim[group[out_of]])
-                      - distance(runs, aim[groups])[i[out_of]])
+            aims, here = aim[group[out_of]], i[out_of]
+            excess = (distance(grid.rank_lo[on], grid.rank_hi[on], aims)
+                      - distance(runs.rank_lo[here], runs.rank_hi[here], aims))
             ok[out_of] = bernoulli_exp(excess / scale, rng)
         out[group[ok]] = j[ok]
         pending = np.setdiff1d(pending, group[ok], assume_unique=True)
