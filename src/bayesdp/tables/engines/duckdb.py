@@ -218,13 +218,6 @@ class DuckDBEngine:
         rows, null_units = (int(c) for c in self.rows(_counts_sql(source, req))[0])
         return rows, null_units
 
-    def _totals(self, source: str, req: BoundingRequest, keys: str | None) -> tuple[int, int, int]:
-        """Rows, rows with a null unit, rows with a unit outside the public keys."""
-        rows, null_units = self._counts(source, req)
-        entered = rows - null_units if keys is None else \
-            int(self.rows(_entered_sql(source, req, keys))[0][0])
-        return rows, null_units, rows - null_units - entered
-
     @contextmanager
     def _keys(self, req: BoundingRequest) -> Iterator[str | None]:
         """A temporary table `__k0, __k1, ...` of the public keys, cast to the key columns' types
@@ -242,7 +235,10 @@ class DuckDBEngine:
             yield name
 
     def _collect(self, kept: str, req: BoundingRequest, values: list[str],
-                 counts: tuple[int, ...]) -> ExactAggregates:
+                 counts: tuple[int, int, int | None]) -> ExactAggregates:
+        """The per-group aggregates of the `kept` rows; `counts` are the rows, the rows with a
+        null unit and the rows outside the public keys (None: every row that enters is kept,
+        so the rows outside the keys are the rest)."""
         rows_total, null_units, outside = counts
         keys = [ident(k) for k in req.keys]
         group_by = f"GROUP BY {', '.join(keys)} ORDER BY {', '.join(keys)} NULLS LAST" if keys else ""
@@ -259,6 +255,8 @@ class DuckDBEngine:
                      f"count(*) FILTER (isinf(__v{j})) AS __inf{j}"]
         stats_df = self.frame(f"SELECT {key_sel}{', '.join(cols)} FROM {kept} {group_by}")
         kept_rows = int(stats_df["__rows"].sum())
+        if outside is None:
+            outside = rows_total - null_units - kept_rows
         groups = stats_df[list(req.keys)].reset_index(drop=True)
         moments, clipped, nulls, infinite = read_measures(stats_df, req, values)
         cells = {}
@@ -476,13 +474,14 @@ class BoundedDuckDB(BoundedRows):
         self.bounding.check(request)
         rows = self._rows()
         values = _value_columns(request)
-        source = f"SELECT * FROM {rows} WHERE {_all(request.where)}"
+        # Without a filter the rows are the bounded table's, counted when it was written.
+        filtered = self.totals[0] - self.totals[1] - self.totals[2] if not request.where else \
+            int(self.source.rows(f"SELECT count(*) FROM {rows} WHERE {_all(request.where)}")[0][0])
         # As a request without a unit: every bounded row is kept, or outside the keys.
         request = replace(request, unit=None)
         with self.source._keys(request) as keys:
             kept_sql = self._kept_sql(rows, request, values, keys)
-            exact = self.source._collect(f"({kept_sql})", request, values,
-                                         self.source._totals(source, request, keys))
+            exact = self.source._collect(f"({kept_sql})", request, values, (filtered, 0, None))
         return replace(exact, diagnostics=exact.diagnostics.after_filter(self.totals))
 
 
