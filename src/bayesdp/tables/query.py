@@ -129,7 +129,15 @@ class Table:
         own ε, δ in the ledger. A where() here filters after bounding (one before bounded() filters
         before), and rows outside public keys are dropped after bounding, so a unit's kept
         groups are chosen among all its groups; a release asking for other bounds is refused."""
-        return bounded(self, by, max_groups_per_unit, max_rows_per_group, rng=rng)
+        if self.privacy_unit is None:
+            raise InvalidParameter("bounded() needs a privacy unit: with privacy_unit=None every row "
+                                   "is already a unit in one group, once")
+        if self.bounding is not None:
+            raise self.bounding.again()
+        cols = tuple(self.group_by(by, None).by) if by not in ((), "", []) else ()
+        engine, bounding = bounded(self.engine, self.privacy_unit, self.unit_name, cols, self.filters,
+                                   max_groups_per_unit, max_rows_per_group, rng=rng)
+        return replace(self, engine=engine, filters=(), bounding=bounding)
 
     def where(self, condition: str | RowExpression) -> Table:
         """Keep rows where the SQL expression holds (a public filter, applied before bounding).
