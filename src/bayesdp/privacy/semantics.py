@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -25,8 +25,21 @@ from bayesdp.errors import (
 )
 from bayesdp.privacy.noise import Noise
 
-if TYPE_CHECKING:  # semantics reads guarantees; guarantee.py imports it for its methods
-    from bayesdp.privacy.guarantee import Guarantee
+
+class StatedGuarantee(Protocol):
+    """What the semantics read of a guarantee (`privacy.guarantee.Guarantee`, whose methods call
+    these functions: a protocol here keeps the import one way)."""
+
+    @property
+    def epsilon(self) -> float: ...
+    @property
+    def delta(self) -> float: ...
+    @property
+    def relation(self) -> str: ...
+    @property
+    def unit(self) -> str: ...
+    @property
+    def dependence(self) -> Any: ...
 
 # Tail mass beyond which bayes_check folds a discrete Laplace count into its end points.
 TAIL = 1e-9
@@ -80,7 +93,7 @@ def precondition_threshold(epsilon: float, n: int) -> float:
     return math.expm1(-epsilon) ** 2 / n
 
 
-def semantic(g: Guarantee, n: int) -> SemanticPrivacy:
+def semantic(g: StatedGuarantee, n: int) -> SemanticPrivacy:
     """Semantic privacy of `g` on databases of n rows (Kasiviswanathan & Smith, Thms 2.2, 2.4).
 
     KS's default record ⊥ is a removal under add/remove neighbours and a replacement under
@@ -105,7 +118,7 @@ def semantic(g: Guarantee, n: int) -> SemanticPrivacy:
     return SemanticPrivacy(eps, delta=dlt, holds=True, reason=f"{which}: ε'={eps:.3g}, δ'={dlt:.3g}{note}")
 
 
-def posterior(g: Guarantee, prior: float) -> float:
+def posterior(g: StatedGuarantee, prior: float) -> float:
     """Largest posterior from prior p: p·e^ε/(1 − p + p·e^ε) (Bayes' rule; Kazan & Reiter 2024).
 
     With δ > 0 the bound is not point-wise: it can fail on rare outputs. With 2ε in place of ε
@@ -122,7 +135,7 @@ def _posterior_bound(epsilon: float, p: float) -> float:
     return 1.0 / (1.0 + math.exp(x)) if x <= 0 else math.exp(-x) / (1.0 + math.exp(-x))
 
 
-def rare_output_mass(g: Guarantee) -> float:
+def rare_output_mass(g: StatedGuarantee) -> float:
     """2δ/(1 − e^{−ε}) bounds the mass of outputs with likelihood ratio > e^{2ε} (KS L. 3.3.2)."""
     if g.delta == 0:
         return 0.0
@@ -131,7 +144,7 @@ def rare_output_mass(g: Guarantee) -> float:
     return 2 * g.delta / -math.expm1(-g.epsilon)
 
 
-def tradeoff(g: Guarantee, alpha: float) -> float:
+def tradeoff(g: StatedGuarantee, alpha: float) -> float:
     """β(α) = max{0, 1 − δ − e^ε α, e^{−ε}(1 − δ − α)} (Kairouz, Oh & Viswanath 2015, Thm 2.1)."""
     a = check_finite("alpha", alpha)
     if not 0 <= a <= 1:
@@ -140,12 +153,12 @@ def tradeoff(g: Guarantee, alpha: float) -> float:
     return max(0.0, 1 - d - (_expm1(e) + 1) * a if a > 0 else 1 - d, math.exp(-e) * (1 - d - a))
 
 
-def min_total_error(g: Guarantee) -> float:
+def min_total_error(g: StatedGuarantee) -> float:
     """min over tests of α + β = 2(1 − δ)/(1 + e^ε) (Kairouz, Oh & Viswanath 2015, Thm 2.1)."""
     return 2 * (1 - g.delta) / (2 + _expm1(g.epsilon))
 
 
-def explain(g: Guarantee, n: int | None = None, prior: float | None = None) -> str:
+def explain(g: StatedGuarantee, n: int | None = None, prior: float | None = None) -> str:
     """A short paragraph for a data owner: what an adversary can and cannot conclude (seed 000)."""
     nn = None if n is None else check_positive_int("n", n)
     p = None if prior is None else check_open_unit("prior", prior)
@@ -192,7 +205,7 @@ def explain(g: Guarantee, n: int | None = None, prior: float | None = None) -> s
     return " ".join(out)
 
 
-def _explain_pure(g: Guarantee) -> str:
+def _explain_pure(g: StatedGuarantee) -> str:
     bar = _expm1(g.epsilon)
     if bar >= 1:
         return (
@@ -207,12 +220,12 @@ def _explain_pure(g: Guarantee) -> str:
     )
 
 
-def _absent(g: Guarantee) -> str:
+def _absent(g: StatedGuarantee) -> str:
     """KS's default record ⊥: removal under add/remove neighbours, a replacement otherwise."""
     return "left out" if g.relation == "add_remove" else "replaced by a default"
 
 
-def _explain_delta(g: Guarantee, n: int | None) -> str:
+def _explain_delta(g: StatedGuarantee, n: int | None) -> str:
     e, d, unit = g.epsilon, g.delta, g.unit
     if n is None:
         cap = precondition_threshold(e, 1) / d
