@@ -16,9 +16,10 @@ from bayesdp.tables.engines.base import CellWindow
 from bayesdp.tables.estimate import estimate
 from bayesdp.tables.plan import make_plan
 from bayesdp.tables.quantiles import (
+    Runs,
     candidate_spacing,
-    closed_rank,
-    draw,
+    closed_ranks,
+    draws,
     grid_cells,
     group_runs,
     rank_margin,
@@ -27,6 +28,17 @@ from bayesdp.tables.quantiles import (
 )
 
 CELLS = 64
+
+
+def draw(step, part: str, runs: Runs, aim: float, whole, *, rng) -> int:
+    """One candidate grid value of a single group's `runs` (the release's `draws`, one group)."""
+    return int(draws(step, part, runs, np.array([aim]), whole, rng=rng)[0])
+
+
+def closed_rank(runs: Runs, j: int, whole) -> tuple[float, float]:
+    """(B(j), A(j)) of a single group's `runs` (the release's `closed_ranks`, one group)."""
+    low, high = closed_ranks(runs, np.array([j]), whole)
+    return float(low[0]), float(high[0])
 
 
 def whole_grid(cells: np.ndarray, start: int = 0, stop: int = CELLS + 1) -> CellWindow:

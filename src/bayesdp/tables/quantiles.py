@@ -277,12 +277,6 @@ def draws(step: Step, part: str, runs: Runs, aim: np.ndarray, whole: Callable[[]
     return out
 
 
-def draw(step: Step, part: str, runs: Runs, aim: float, whole: Callable[[], Runs],
-         spacing: Spacing = (0, 0), *, rng: Rng) -> int:
-    """One candidate grid value of a single group's `runs` (`draws` for one group)."""
-    return int(draws(step, part, runs, np.array([aim]), whole, spacing, rng=rng)[0])
-
-
 def closed_ranks(runs: Runs, j: np.ndarray, whole: Callable[[], Runs]) -> tuple[np.ndarray, np.ndarray]:
     """(B(j), A(j)) per group: the values below grid value j[k] of group k and at or below it."""
     group = np.arange(j.size)
@@ -294,12 +288,6 @@ def closed_ranks(runs: Runs, j: np.ndarray, whole: Callable[[], Runs]) -> tuple[
         on = grid.at(out_of, j[out_of])
         low[out_of], high[out_of] = grid.rank_lo[on], grid.rank_hi[on]
     return low, high
-
-
-def closed_rank(runs: Runs, j: int, whole: Callable[[], Runs]) -> tuple[float, float]:
-    """(B(j), A(j)) of a single group's `runs`."""
-    low, high = closed_ranks(runs, np.array([j]), whole)
-    return float(low[0]), float(high[0])
 
 
 def chunks(win: CellWindow, index: np.ndarray) -> list[slice]:
