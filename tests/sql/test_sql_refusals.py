@@ -117,3 +117,14 @@ def test_a_refused_post_processing_spends_nothing(events, meta, tmp_path):
         bdp.sql("SELECT campaign, COUNT(*) FROM events GROUP BY campaign HAVING LN(COUNT(*)) > 1",
                 {"events": events}, metadata=meta, epsilon=0.5, ledger=ledger)
     assert ledger.spent().epsilon == 0
+
+
+@pytest.mark.parametrize(("query", "text"), [
+    ("SELECT COUNT(*) FROM read_csv('secret.csv')", "read_csv('secret.csv')"),
+    ("SELECT COUNT(*) FROM read_csv('secret.csv') WHERE revenue > 1", "read_csv('secret.csv')"),
+    ("SELECT COUNT(*) FROM (SELECT * FROM events)", "(SELECT * FROM events)"),
+])
+def test_caret_covers_the_whole_construct(events, meta, query, text):
+    with pytest.raises(SqlError) as info:
+        bdp.sql(query, {"events": events}, metadata=meta, epsilon=1.0)
+    assert query[info.value.start:info.value.end] == text

@@ -82,6 +82,9 @@ def span(node: exp.Expr | None, tokens: Sequence[Token] = ()) -> tuple[int | Non
             at -= 1  # the function's or the named argument's name
             break
     close = next((i for i, t in enumerate(tokens) if t.end + 1 >= end), len(tokens) - 1)
+    # Parentheses opened inside the span (a call such as read_csv('x')) close after its last token.
+    opened += sum((t.token_type == TokenType.L_PAREN) - (t.token_type == TokenType.R_PAREN)
+                  for t in tokens[at + 1:close + 1] if t.token_type in _OPEN | {TokenType.R_PAREN})
     while opened and close + 1 < len(tokens) and tokens[close + 1].token_type == TokenType.R_PAREN:
         close, opened = close + 1, opened - 1
     return tokens[at].start, max(end, tokens[close].end + 1)
