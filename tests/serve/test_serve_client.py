@@ -12,6 +12,7 @@ from serve_helpers import Server, add_analyst
 import bayesdp as bdp
 from bayesdp.errors import BudgetExceeded, InvalidParameter
 from bayesdp.report import write_release_report
+from bayesdp.serve.client import ServiceError
 
 
 def test_remote_query_matches_the_local_one(server: Server, tmp_path: Path) -> None:
@@ -87,3 +88,21 @@ def test_a_release_retried_after_a_lost_response_is_the_same_release(server: Ser
     assert transport.dropped == 1 and len(r) == 1
     ledger = server.config.state / "ledgers" / token.split("_")[1] / "visits.db"
     assert len(bdp.Ledger(ledger).history()) == 1  # the retry spent nothing and drew no noise
+
+
+def test_earlier_releases_are_listed_and_fetched_without_spending(server: Server) -> None:
+    db = bdp.connect(server.url, add_analyst(server.config_path, "returning"))
+    first = db.table("visits").agg(n=bdp.count()).release(epsilon=0.5, label="first")
+    second = db.sql("SELECT COUNT(*) AS n FROM visits", epsilon=0.25)
+    spent = db.budget()["visits"]
+    listed = db.releases()
+    assert listed["label"][0] == "first" and listed["label"][1].startswith("sql: SELECT COUNT(*)")
+    assert list(listed["dataset"]) == ["visits"] * 2
+    assert [g.epsilon for g in listed["guarantee"]] == [0.5, 0.25]
+    for rid, original in zip(listed["id"], (first, second), strict=True):
+        again = db.get_release(rid)
+        pd.testing.assert_frame_equal(again.to_pandas(), original.to_pandas())
+        assert again.guarantee == original.guarantee and again.created == original.created
+    assert db.budget()["visits"] == spent  # fetching again is not a release
+    with pytest.raises(ServiceError, match="404"):
+        db.get_release("rel_nope")

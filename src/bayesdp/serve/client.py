@@ -24,7 +24,7 @@ import pandas as pd
 from bayesdp.errors import BayesdpError, BudgetExceeded, InvalidParameter, invalid
 from bayesdp.holdout import HoldoutAnswer
 from bayesdp.privacy import Guarantee
-from bayesdp.serve.wire import release_from_json
+from bayesdp.serve.wire import guarantee_from_json, release_from_json
 from bayesdp.sql import SqlError
 from bayesdp.tables import Aggregate, Release
 
@@ -95,12 +95,8 @@ class Client:
 
     def budget(self) -> dict[str, Guarantee]:
         """What remains of this analyst's budget, per dataset."""
-        out = {}
-        for name, b in self._json("GET", "/v1/budget")["datasets"].items():
-            g = b["remaining"]
-            out[name] = Guarantee(g["epsilon"], delta=g["delta"], relation=g["relation"], unit=g["unit"],
-                                  rho=g["rho"])
-        return out
+        return {name: guarantee_from_json(b["remaining"])
+                for name, b in self._json("GET", "/v1/budget")["datasets"].items()}
 
     def table(self, name: str) -> RemoteTable:
         """A dataset of the service, with the builder's verbs (where, group_by, agg)."""
@@ -117,6 +113,15 @@ class Client:
         doc = self._json("POST", "/v1/releases", body, key=str(uuid.uuid4()))
         _warn(doc)
         return release_from_json(doc)
+
+    def releases(self) -> pd.DataFrame:
+        """This analyst's earlier releases, oldest first: `id` (for `get_release`), `dataset`,
+        `label`, `created` (UTC) and the `guarantee` each spent."""
+        rows = self._json("GET", "/v1/releases")["releases"]
+        return pd.DataFrame({"id": [r["id"] for r in rows], "dataset": [r["dataset"] for r in rows],
+                             "label": [r["label"] for r in rows],
+                             "created": pd.to_datetime([r["created"] for r in rows], unit="s", utc=True),
+                             "guarantee": [guarantee_from_json(r["guarantee"]) for r in rows]})
 
     def get_release(self, release_id: str) -> Release:
         """One of this analyst's earlier releases, fetched again (it is not released a second

@@ -40,6 +40,10 @@ def guarantee_json(g: Guarantee) -> dict[str, Any]:
             "unit": g.unit, "text": str(g)}
 
 
+def guarantee_from_json(g: dict[str, Any]) -> Guarantee:
+    return Guarantee(g["epsilon"], delta=g["delta"], relation=g["relation"], unit=g["unit"], rho=g["rho"])
+
+
 def plan_json(plan: Plan, selection_weight: float) -> dict[str, Any]:
     """The public parameters `make_plan` rebuilds a release's plan from."""
     return {"aggregates": {n: s.aggregate.spec() for n, s in plan.steps.items()},
