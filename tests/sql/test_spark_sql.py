@@ -18,3 +18,24 @@ def test_sql_on_spark_releases_what_the_builder_releases(spark, events, meta, qu
                   epsilon=1.0 if with_meta else None, rng=bdp.rng_for_tests(11)).to_pandas()
     want = builder(frame).release(rng=bdp.rng_for_tests(11), **options).to_pandas()
     pd.testing.assert_frame_equal(got, want, check_exact=True)
+
+
+def test_the_cli_answers_on_spark_what_it_answers_on_duckdb(spark, events, tmp_path, capsys):
+    from test_cli_sql import META
+
+    from bayesdp.cli import main
+
+    data, meta = tmp_path / "events.parquet", tmp_path / "meta.toml"
+    events.to_parquet(data)
+    meta.write_text(META)
+    query = "SELECT campaign, COUNT(*) AS n, AVG(revenue) AS avg_rev FROM events GROUP BY campaign"
+    outs = {}
+    for engine in ("duckdb", "spark"):
+        outs[engine] = tmp_path / f"{engine}.csv"
+        assert main(["sql", query, "--table", f"events={data}", "--metadata", str(meta),
+                     "--engine", engine, "--out", str(outs[engine])]) == 0
+    duck, spk = pd.read_csv(outs["duckdb"]), pd.read_csv(outs["spark"])
+    assert list(spk.columns) == list(duck.columns) and list(spk["campaign"]) == list(duck["campaign"])
+    # Same public keys and bounds: the same interval widths (the noise is not seeded here).
+    pd.testing.assert_series_equal(spk["n_high"] - spk["n_low"], duck["n_high"] - duck["n_low"])
+    assert "per user_id" in capsys.readouterr().out

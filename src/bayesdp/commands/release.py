@@ -60,11 +60,15 @@ def register(sub: Any) -> None:
     parser.add_argument("--curator-report", help="write the exact diagnostics (dropped and clipped "
                         "rows; not private, for the data holder only) as a separate HTML page")
     parser.add_argument("--ledger", help="record the spend in this budget ledger before releasing")
+    add_engine_options(parser)
+    add_memory_options(parser)
+    parser.set_defaults(run=run)
+
+
+def add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=("duckdb", "spark"), default="duckdb",
                         help="where bounding and aggregation run (spark: pip install 'bayesdp[spark]')")
     parser.add_argument("--master", help="Spark master URL with --engine spark (default local[*])")
-    add_memory_options(parser)
-    parser.set_defaults(run=run)
 
 
 def load_spec(path: str) -> dict[str, Any]:

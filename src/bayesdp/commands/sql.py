@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from bayesdp.commands.release import check_outputs, show, with_progress
+from bayesdp.commands.release import add_engine_options, check_outputs, show, with_progress
 from bayesdp.errors import invalid
 
 
@@ -22,13 +22,15 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=(__doc__ or "").split("\n\n", 1)[1])
     parser.add_argument("query", help="one SELECT statement")
     parser.add_argument("--table", action="append", required=True, metavar="NAME=PATH",
-                        help="a table the query reads: its name and a CSV, Parquet or JSON file")
+                        help="a table the query reads: its name and a CSV, Parquet or JSON file "
+                             "(with --engine spark also ORC or a lake path)")
     parser.add_argument("--metadata", help="TOML file: privacy unit, bounds, public keys per table")
     parser.add_argument("--epsilon", type=float, help="total ε (the query's or the metadata's if absent)")
     parser.add_argument("--delta", type=float, help="total δ")
     parser.add_argument("--out", help="write the released table (.csv or .parquet)")
     parser.add_argument("--report", help="write an HTML report")
     parser.add_argument("--ledger", help="record the spend in this budget ledger before releasing")
+    add_engine_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -37,18 +39,30 @@ def run(args: argparse.Namespace) -> int:
 
     from bayesdp.privacy import Ledger
     from bayesdp.sql import sql
-    from bayesdp.tables.source import engine_for
 
     check_outputs(args.out, args.report)
-    con = duckdb.connect()
-    sources = {}
+    paths = {}
     for item in args.table:
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
             raise invalid("--table", item, "NAME=PATH, e.g. events=events.parquet")
-        sources[name] = engine_for(path, con).relation
+        paths[name] = path
     ledger = Ledger(args.ledger) if args.ledger else None
-    release = with_progress(con, lambda: sql(args.query, sources, metadata=args.metadata,
-                                              epsilon=args.epsilon, delta=args.delta, ledger=ledger))
+
+    def answer(sources: dict[str, Any]) -> Any:
+        return sql(args.query, sources, metadata=args.metadata, epsilon=args.epsilon, delta=args.delta,
+                   ledger=ledger)
+
+    if args.engine == "spark":
+        from bayesdp.tables.engines.spark import session_for, spark_engine
+
+        session = session_for(args.master)
+        release = answer({name: spark_engine(path, session).frame for name, path in paths.items()})
+    else:
+        from bayesdp.tables.source import engine_for
+
+        con = duckdb.connect()
+        sources = {name: engine_for(path, con).relation for name, path in paths.items()}
+        release = with_progress(con, lambda: answer(sources))
     show(release, args.out, args.report)
     return 0
