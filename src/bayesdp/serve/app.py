@@ -67,21 +67,22 @@ class Call:
 
 
 class RateLimiter:
-    """A token bucket per analyst: `per_minute` requests, refilled continuously."""
+    """A token bucket per key (an analyst; a client address for failed authentications):
+    `per_minute` requests, refilled continuously."""
 
     def __init__(self, per_minute: int) -> None:
         self.rate, self.capacity = per_minute / 60.0, float(per_minute)
         self._buckets: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
 
-    def retry_after(self, key: str) -> float:
-        """0 if a request may go now (and takes a token), else seconds until one may."""
+    def retry_after(self, key: str, *, take: bool = True) -> float:
+        """0 if a request may go now (and, with `take`, takes a token), else seconds until one may."""
         now = time.monotonic()
         with self._lock:
             tokens, last = self._buckets.get(key, (self.capacity, now))
             tokens = min(self.capacity, tokens + (now - last) * self.rate)
             if tokens >= 1:
-                self._buckets[key] = (tokens - 1, now)
+                self._buckets[key] = (tokens - take, now)
                 return 0.0
             self._buckets[key] = (tokens, now)
             return (1 - tokens) / self.rate
@@ -105,6 +106,8 @@ def create_app(config: Config) -> Starlette:
         log.warning("recovered %d request(s) interrupted by the last stop", recovered)
     service = Service(config, state)
     limiter = RateLimiter(config.rate_per_minute)
+    # Failed authentications per client address: each costs a slow hash and an audit row.
+    failures = RateLimiter(config.rate_per_minute)
     report_lock = threading.Lock()
 
     async def read_json(request: Request) -> Any:
@@ -175,15 +178,19 @@ def create_app(config: Config) -> Starlette:
         async def endpoint(request: Request) -> Response:
             rid = f"req_{secrets.token_hex(8)}"
             path = request.url.path
+            address = request.client.host if request.client else ""
+            wait = failures.retry_after(address, take=False)
+            if wait:
+                return _too_many(wait, rid, "failed authentications from this address")
             try:
                 analyst = await run_in_threadpool(authenticated, request)
             except ApiError as exc:
+                failures.retry_after(address)
                 await run_in_threadpool(_audit_refused, state, rid, request, exc)
                 return _error(exc.status, exc.code, exc.message, rid, exc.headers)
             wait = limiter.retry_after(analyst.id)
             if wait:
-                return _error(429, "rate_limited", f"too many requests; retry in {wait:.1f} s", rid,
-                              {"Retry-After": str(max(1, round(wait)))})
+                return _too_many(wait, rid, "requests")
             dataset = request.path_params.get("dataset")
             try:
                 body = await read_json(request)
@@ -372,6 +379,11 @@ def create_app(config: Config) -> Starlette:
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.service = service
     return app
+
+
+def _too_many(wait: float, rid: str, what: str) -> JSONResponse:
+    return _error(429, "rate_limited", f"too many {what}; retry in {wait:.1f} s", rid,
+                  {"Retry-After": str(max(1, round(wait)))})
 
 
 def _audit_refused(state: State, rid: str, request: Request, exc: ApiError) -> None:

@@ -2,7 +2,7 @@
 
     state = "state"                  # directory for the ledgers, analysts and audit log
     max_body_bytes = 1_000_000       # larger request bodies get 413
-    rate_per_minute = 120            # requests per analyst per minute, then 429
+    rate_per_minute = 120            # per analyst (and failed logins per address) a minute, then 429
 
     [datasets.hie]
     source = "hie.csv"               # CSV/Parquet/JSON, relative to this file
