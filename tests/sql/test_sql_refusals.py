@@ -128,3 +128,16 @@ def test_caret_covers_the_whole_construct(events, meta, query, text):
     with pytest.raises(SqlError) as info:
         bdp.sql(query, {"events": events}, metadata=meta, epsilon=1.0)
     assert query[info.value.start:info.value.end] == text
+
+
+@pytest.mark.parametrize(("query", "hint"), [
+    ("SELECT union, COUNT(*) FROM events GROUP BY union", 'quote it as "union"'),
+    ("SELECT COUNT(*), AVG(union) FROM events", 'quote it as "union"'),
+    (BQ + "union, COUNT(*) FROM events GROUP BY union", "quote it as `union`"),
+    ("SELECT COUNT(*) FROM events WHERE", None),
+    ("SELECT COUNT(*), SUM(revenue FROM events", None),
+])
+def test_a_column_named_like_a_keyword_gets_a_hint_to_quote_it(events, meta, query, hint):
+    with pytest.raises(SqlError, match="cannot be read") as info:
+        bdp.sql(query, {"events": events}, metadata=meta, epsilon=1.0)
+    assert (hint in info.value.message) if hint else ("quote it" not in info.value.message)

@@ -8,7 +8,7 @@ Query carries them to the builder, whose code quotes identifiers and literals fo
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -96,7 +96,7 @@ def parse(text: str) -> tuple[exp.Select, str, list[Token]]:
             tokens = dialect.tokenize(text)
         statements = dialect.parser().parse(tokens, text)
     except ParseError as exc:
-        raise _parse_error(text, exc) from None
+        raise _parse_error(text, exc, tokens, dialect is _BIGQUERY) from None
     except TokenError as exc:
         raise SqlError(f"the query cannot be read: {exc}", text, 0, len(text)) from None
     statements = [s for s in statements if s is not None]
@@ -119,15 +119,30 @@ def parse(text: str) -> tuple[exp.Select, str, list[Token]]:
     return tree, "bigquery" if dialect is _BIGQUERY else "duckdb", tokens
 
 
-def _parse_error(text: str, exc: ParseError) -> SqlError:
+def _parse_error(text: str, exc: ParseError, tokens: Sequence[Token], bigquery: bool) -> SqlError:
     err = exc.errors[0] if exc.errors else {}
     line, col = err.get("line"), err.get("col")
+    message = f"the query cannot be read: {err.get('description') or exc}"
     if not line or not col:
-        return SqlError(f"the query cannot be read: {err.get('description') or exc}")
+        return SqlError(message)
     offset = sum(len(s) + 1 for s in text.split("\n")[:line - 1]) + col
     width = max(1, len(err.get("highlight") or " "))
-    return SqlError(f"the query cannot be read: {err.get('description') or exc}", text,
-                    offset - width, offset)
+    # A column named like a keyword (union, order, ...) reads as the keyword: say how to quote it.
+    # (sqlglot stops at the keyword or at the token after it.)
+    at = sum(t.start < offset for t in tokens)
+    for i in (at - 1, at - 2):
+        if 0 < i < len(tokens) and tokens[i - 1].token_type in _LISTS and \
+                tokens[i].token_type not in _NAMES and tokens[i].text.isidentifier():
+            word = tokens[i].text
+            quoted = f"`{word}`" if bigquery else f'"{word}"'
+            message += f" ({word!r} is an SQL keyword: to name a column so called, quote it as {quoted})"
+            break
+    return SqlError(message, text, offset - width, offset)
+
+
+_NAMES = frozenset({TokenType.VAR, TokenType.IDENTIFIER})
+_LISTS = frozenset({TokenType.SELECT, TokenType.COMMA, TokenType.L_PAREN, TokenType.GROUP_BY,
+                    TokenType.ORDER_BY})
 
 
 def translate(text: str, sources: Mapping[str, Any], *,
