@@ -130,8 +130,13 @@ def _parse_error(text: str, exc: ParseError, tokens: Sequence[Token], bigquery: 
     # A column named like a keyword (union, order, ...) reads as the keyword: say how to quote it.
     # (sqlglot stops at the keyword or at the token after it.)
     at = sum(t.start < offset for t in tokens)
-    for i in (at - 1, at - 2):
-        if 0 < i < len(tokens) and tokens[i - 1].token_type in _LISTS and \
+    opens = {i for i, t in enumerate(tokens) if t.token_type in _LISTS}
+    if bigquery:  # the SELECT list starts after OPTIONS (...)
+        depth = itertools.accumulate((t.token_type == TokenType.L_PAREN) - (t.token_type == TokenType.R_PAREN)
+                                     for t in tokens)
+        opens.add(next((i for i, d in enumerate(depth) if i > 3 and d == 0), 0))
+    for i in (at - 1, at - 2, at):
+        if 0 < i < len(tokens) and i - 1 in opens and \
                 tokens[i].token_type not in _NAMES and tokens[i].text.isidentifier():
             word = tokens[i].text
             quoted = f"`{word}`" if bigquery else f'"{word}"'
