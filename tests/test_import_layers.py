@@ -1,8 +1,9 @@
 """The package's import graph: no cycles, and data flows one way (DESIGN, "The house").
 
-Every import statement counts, at module level or inside a function, except those under
-`if TYPE_CHECKING:` (annotations only, never executed). `from package import name` is an edge
-to the submodule `package.name` when there is one, else to the package's `__init__`.
+Every import statement counts: at module level, inside a function, and under `if TYPE_CHECKING:`
+(annotations only, never executed, yet still one module naming the other, so the two cannot be
+read or moved apart). `from package import name` is an edge to the submodule `package.name` when
+there is one, else to the package's `__init__`.
 """
 
 from __future__ import annotations
@@ -24,22 +25,11 @@ def _modules(root: Path) -> dict[str, tuple[Path, bool]]:
     return out
 
 
-def _type_checking_only(tree: ast.AST) -> set[int]:
-    skip: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skip.update(id(n) for stmt in node.body for n in ast.walk(stmt))
-    return skip
-
-
 def _imports(name: str, path: Path, package: bool, modules: dict) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    skip = _type_checking_only(tree)
     here = name if package else name.rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(tree):
-        if id(node) in skip:
-            continue
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -101,6 +91,16 @@ def test_the_detector_finds_a_cycle_through_a_function_level_import(tmp_path):
     (pkg / "a.py").write_text("from pkg.b import f\n")
     (pkg / "b.py").write_text("def f():\n    from pkg import a\n    return a\n")
     (pkg / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import a\n")
+    assert cycles(import_graph(pkg)) == [["pkg.a", "pkg.b"]]
+
+
+def test_the_detector_counts_imports_made_for_annotations_only(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from typing import TYPE_CHECKING\n"
+                              "if TYPE_CHECKING:\n    from pkg.b import B\n")
+    (pkg / "b.py").write_text("import typing\nif typing.TYPE_CHECKING:\n    import pkg.a\n")
     assert cycles(import_graph(pkg)) == [["pkg.a", "pkg.b"]]
 
 

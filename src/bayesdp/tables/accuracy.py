@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from bayesdp.mechanisms import DiscreteGaussian, DiscreteLaplace, Gaussian
-
-if TYPE_CHECKING:
-    from bayesdp.tables.plan import Step
+from bayesdp.tables.estimate import PlannedStep
 
 # Above this σ a discrete Gaussian's mean absolute value is the continuous one's to 1e-6.
 _DISCRETE_GAUSSIAN_EXACT = 50.0
@@ -43,7 +40,7 @@ def bound(half_width: float) -> Accuracy:
     return Accuracy(half_width, math.nan, half_width, math.nan, upper_bound=True)
 
 
-def one_noise(step: Step, alpha: float) -> Accuracy:
+def one_noise(step: PlannedStep, alpha: float) -> Accuracy:
     """Exact figures of an aggregate released with one noise: its half-width and E|noise|."""
     (part,) = step.parts.values()
     hw, err = float(part.mechanism.interval(alpha)), mean_abs(part.mechanism)

@@ -28,12 +28,11 @@ from bayesdp.mechanisms.base import check_in_range
 from bayesdp.noise import Rng
 from bayesdp.tables.accuracy import Accuracy
 from bayesdp.tables.engines.base import Bins, Cells, ExactAggregates, Measure
-from bayesdp.tables.estimate import Estimate, FullGrid
+from bayesdp.tables.estimate import Estimate, FullGrid, PlannedStep
 
 if TYPE_CHECKING:
     from bayesdp.expressions import RowExpression
     from bayesdp.tables.engines.base import Engine
-    from bayesdp.tables.plan import Step
 
 # Clipping bounds stay within ±1e100, so sensitivities (up to (hi - lo)²/8 per row for a standard
 # deviation) and the estimates built from them stay finite.
@@ -87,12 +86,12 @@ class Aggregate(ABC):
         `Grouped.agg` refuses for all); None when it fits."""
         return None
 
-    def needs(self, step: Step, alpha: float) -> tuple[Measure | Cells | Bins, ...]:
+    def needs(self, step: PlannedStep, alpha: float) -> tuple[Measure | Cells | Bins, ...]:
         """What the engine must aggregate per group for it, beyond the units and rows."""
         return ()
 
     @abstractmethod
-    def estimate(self, step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float, *,
+    def estimate(self, step: PlannedStep, exact: ExactAggregates, index: np.ndarray, alpha: float, *,
                  rng: Rng, full_grid: FullGrid | None) -> Estimate:
         """The noisy value and interval for the groups at `index` (-1: a group without data),
         before the clamp to `value_range` (`estimate.estimate` applies it)."""
@@ -102,10 +101,10 @@ class Aggregate(ABC):
         """The values it can take: estimates and intervals are clamped to them."""
 
     @abstractmethod
-    def accuracy(self, step: Step, alpha: float, n: int, *, rng: Rng | None) -> Accuracy:
+    def accuracy(self, step: PlannedStep, alpha: float, n: int, *, rng: Rng | None) -> Accuracy:
         """Expected interval half-width and absolute error at n values, from public parameters."""
 
-    def warning(self, name: str, step: Step, n: int) -> str | None:
+    def warning(self, name: str, step: PlannedStep, n: int) -> str | None:
         """A warning when, at n values per group, it carries (almost) no signal."""
         return None
 

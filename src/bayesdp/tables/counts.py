@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -13,10 +13,7 @@ from bayesdp.noise import Rng
 from bayesdp.tables.accuracy import Accuracy, one_noise
 from bayesdp.tables.aggregates import Aggregate, Noisy, budget, constructor
 from bayesdp.tables.engines.base import ExactAggregates
-from bayesdp.tables.estimate import Estimate, FullGrid, plus_minus, take
-
-if TYPE_CHECKING:
-    from bayesdp.tables.plan import Step
+from bayesdp.tables.estimate import Estimate, FullGrid, PlannedStep, plus_minus, take
 
 
 @dataclass(frozen=True)
@@ -29,14 +26,14 @@ class Counted(Aggregate, ABC):
     def counted(self, exact: ExactAggregates) -> np.ndarray:
         """The exact count of each group."""
 
-    def estimate(self, step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float, *,
+    def estimate(self, step: PlannedStep, exact: ExactAggregates, index: np.ndarray, alpha: float, *,
                  rng: Rng, full_grid: FullGrid | None) -> Estimate:
         return plus_minus(step, "count", take(self.counted(exact), index), alpha, rng=rng)
 
     def value_range(self) -> tuple[float, float]:
         return 0.0, math.inf
 
-    def accuracy(self, step: Step, alpha: float, n: int, *, rng: Rng | None) -> Accuracy:
+    def accuracy(self, step: PlannedStep, alpha: float, n: int, *, rng: Rng | None) -> Accuracy:
         return one_noise(step, alpha)
 
     def describe(self) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -14,11 +14,8 @@ from bayesdp.noise import Rng
 from bayesdp.tables.accuracy import Accuracy, bound
 from bayesdp.tables.aggregates import Noisy, budget, check_bounds, check_column, constructor
 from bayesdp.tables.engines.base import ExactAggregates
-from bayesdp.tables.estimate import Estimate, FullGrid, noisy, ratio_range
+from bayesdp.tables.estimate import Estimate, FullGrid, PlannedStep, noisy, ratio_range
 from bayesdp.tables.sums import Moments
-
-if TYPE_CHECKING:
-    from bayesdp.tables.plan import Step
 
 
 @dataclass(frozen=True)
@@ -41,7 +38,7 @@ class Std(Moments):
             return m * r
         return m * r * r / 2
 
-    def estimate(self, step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float, *,
+    def estimate(self, step: PlannedStep, exact: ExactAggregates, index: np.ndarray, alpha: float, *,
                  rng: Rng, full_grid: FullGrid | None) -> Estimate:
         """E[(x-mid)²] - E[x-mid]² from the noisy parts, each interval at α/3, and its interval by
         interval arithmetic; a group whose count is not clear of its noise gets [0, r]."""
@@ -72,7 +69,7 @@ class Std(Moments):
     def value_range(self) -> tuple[float, float]:
         return 0.0, (self.bounds[1] - self.bounds[0]) / 2
 
-    def half_width(self, step: Step, alpha: float, n: int) -> float:
+    def half_width(self, step: PlannedStep, alpha: float, n: int) -> float:
         """An upper bound on the interval's half-width for a group of n values (public only)."""
         a = alpha / len(self.noisy)
         w = {p: float(part.mechanism.interval(a)) for p, part in step.parts.items()}
@@ -80,10 +77,10 @@ class Std(Moments):
         return float(min(r, math.sqrt((w["squares"] + r * r * w["count"] + 2 * r * w["sum"])
                                       / max(n - w["count"], 1.0))))
 
-    def accuracy(self, step: Step, alpha: float, n: int, *, rng: Rng | None) -> Accuracy:
+    def accuracy(self, step: PlannedStep, alpha: float, n: int, *, rng: Rng | None) -> Accuracy:
         return bound(self.half_width(step, alpha, n))
 
-    def warning(self, name: str, step: Step, n: int) -> str | None:
+    def warning(self, name: str, step: PlannedStep, n: int) -> str | None:
         return self.wide(name, n, self.half_width(step, 0.05, n))
 
 

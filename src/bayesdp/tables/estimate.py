@@ -4,25 +4,53 @@ Every interval covers the noise only (not the bias from clipping or bounding, wh
 reports as counts beside it): with probability at least 1 - α the exact bounded value lies in
 it. An aggregate made of several noisy parts gives each part α/parts (union bound), and the
 interval is the range of the estimator over the parts' intervals (interval arithmetic). Each
-aggregate kind computes its own (`Aggregate.estimate`); this module holds what they share.
+aggregate kind computes its own (`Aggregate.estimate`); this module holds what they share,
+including `PlannedStep`: a plan's step as the kinds read it, so they never import the plan.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
 from bayesdp.noise import Rng
 from bayesdp.tables.engines.base import Cells, CellWindow, ExactAggregates
 
-if TYPE_CHECKING:
-    from bayesdp.tables.plan import Step
-
 # Reads a quantile's whole grid (`Cells` with margin FULL_GRID) from the same bounded rows.
 FullGrid = Callable[[Cells], CellWindow]
+
+
+class PlannedPart(Protocol):
+    """One noisy part of a step (`plan.Part`): its mechanism and noise scale."""
+
+    @property
+    def mechanism(self) -> Any: ...
+
+    @property
+    def scale(self) -> float: ...
+
+
+class PlannedStep(Protocol):
+    """What an aggregate reads of its step in the plan (`plan.Step`, which holds the aggregate):
+    typed here so that the aggregates never import the plan, which imports them."""
+
+    @property
+    def aggregate(self) -> Estimable: ...
+
+    @property
+    def parts(self) -> Mapping[str, PlannedPart]: ...
+
+
+class Estimable(Protocol):
+    """What `estimate` calls on a step's aggregate (`aggregates.Aggregate`)."""
+
+    def value_range(self) -> tuple[float, float]: ...
+
+    def estimate(self, step: PlannedStep, exact: ExactAggregates, index: np.ndarray, alpha: float,
+                 *, rng: Rng, full_grid: FullGrid | None) -> Estimate: ...
 
 
 @dataclass(frozen=True)
@@ -34,14 +62,14 @@ class Estimate:
     high: np.ndarray
 
 
-def noisy(step: Step, part: str, exact: np.ndarray, alpha: float, *, rng: Rng
+def noisy(step: PlannedStep, part: str, exact: np.ndarray, alpha: float, *, rng: Rng
           ) -> tuple[np.ndarray, float]:
     """`exact` with the noise of the step's `part`, and that noise's half-width at level 1 - α."""
     mech = step.parts[part].mechanism
     return np.asarray(mech.release(exact, rng=rng), dtype=np.float64), float(mech.interval(alpha))
 
 
-def plus_minus(step: Step, part: str, exact: np.ndarray, alpha: float, *, rng: Rng) -> Estimate:
+def plus_minus(step: PlannedStep, part: str, exact: np.ndarray, alpha: float, *, rng: Rng) -> Estimate:
     """One noisy part released as it is: the value ± its half-width."""
     v, w = noisy(step, part, exact, alpha, rng=rng)
     return Estimate(v, v - w, v + w)
@@ -55,7 +83,7 @@ def ratio_range(s_lo: np.ndarray, s_hi: np.ndarray, n_lo: np.ndarray, n_hi: np.n
     return low, high
 
 
-def estimate(step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float, *,
+def estimate(step: PlannedStep, exact: ExactAggregates, index: np.ndarray, alpha: float, *,
              rng: Rng, full_grid: FullGrid | None = None) -> Estimate:
     """The noisy value and interval of one aggregate for the groups at `index` (-1: empty group),
     both clamped to the aggregate's range (`consistent`).

@@ -6,7 +6,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -15,10 +15,7 @@ from bayesdp.noise import Rng
 from bayesdp.tables.accuracy import Accuracy, one_noise
 from bayesdp.tables.aggregates import Clipped, Noisy, budget, check_bounds, check_column, constructor
 from bayesdp.tables.engines.base import Bins, Cells, ExactAggregates, Measure
-from bayesdp.tables.estimate import Estimate, FullGrid, plus_minus, take
-
-if TYPE_CHECKING:
-    from bayesdp.tables.plan import Step
+from bayesdp.tables.estimate import Estimate, FullGrid, PlannedStep, plus_minus, take
 
 # A histogram's release holds a noisy count per bin and group, three output columns per bin.
 MAX_BINS = 1_000_000
@@ -41,17 +38,17 @@ class Histogram(Clipped):
     def sensitivity(self, part: str, max_rows: int) -> float:
         return float(max_rows)
 
-    def needs(self, step: Step, alpha: float) -> tuple[Measure | Cells | Bins, ...]:
+    def needs(self, step: PlannedStep, alpha: float) -> tuple[Measure | Cells | Bins, ...]:
         return (self.bins,)
 
-    def estimate(self, step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float, *,
+    def estimate(self, step: PlannedStep, exact: ExactAggregates, index: np.ndarray, alpha: float, *,
                  rng: Rng, full_grid: FullGrid | None) -> Estimate:
         return plus_minus(step, "counts", take(exact.bins[self.bins], index), alpha, rng=rng)
 
     def value_range(self) -> tuple[float, float]:
         return 0.0, math.inf
 
-    def accuracy(self, step: Step, alpha: float, n: int, *, rng: Rng | None) -> Accuracy:
+    def accuracy(self, step: PlannedStep, alpha: float, n: int, *, rng: Rng | None) -> Accuracy:
         return one_noise(step, alpha)
 
     def columns(self, name: str, est: Estimate) -> dict[str, np.ndarray]:

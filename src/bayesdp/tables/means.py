@@ -15,13 +15,12 @@ from bayesdp.noise import Rng
 from bayesdp.tables.accuracy import Accuracy
 from bayesdp.tables.aggregates import Noisy, budget, check_bounds, check_column, constructor
 from bayesdp.tables.engines.base import Diagnostics, ExactAggregates
-from bayesdp.tables.estimate import Estimate, FullGrid, estimate, noisy, ratio_range
+from bayesdp.tables.estimate import Estimate, FullGrid, PlannedStep, estimate, noisy, ratio_range
 from bayesdp.tables.sums import Moments
 
 if TYPE_CHECKING:
     from bayesdp.expressions import RowExpression
     from bayesdp.tables.engines.base import Engine
-    from bayesdp.tables.plan import Step
 
 # A mean's stage-1 count must reach this many of its noise scales for the re-centred second stage:
 # below it the first estimate is too rough to centre on (simulated crossover, bench/RESULTS.md).
@@ -60,7 +59,7 @@ class Mean(Moments):
             return m
         return m * ((self.bounds[1] - self.bounds[0]) / 2)
 
-    def estimate(self, step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float, *,
+    def estimate(self, step: PlannedStep, exact: ExactAggregates, index: np.ndarray, alpha: float, *,
                  rng: Rng, full_grid: FullGrid | None) -> Estimate:
         """A mean in two stages per group, re-centring the sum on a first private estimate (the
         coarse-then-refined scheme of Karwa & Vadhan 2018, ITCS: a rough private location first).
@@ -113,7 +112,7 @@ class Mean(Moments):
     def value_range(self) -> tuple[float, float]:
         return self.bounds
 
-    def half_width(self, step: Step, alpha: float, n: int) -> float:
+    def half_width(self, step: PlannedStep, alpha: float, n: int) -> float:
         """The interval half-width for a group of n values, from public parameters only: at most
         2r·wZ/(n - wn) in the re-centred stage (d <= 2r, μ = c), (wS + r·wn)/(n - wn) in the other."""
         lo, hi = self.bounds
@@ -126,7 +125,7 @@ class Mean(Moments):
         wn, ws = second_stage_widths(step, alpha)
         return float(min(r, (ws + r * wn) / max(n - wn, 1.0)))
 
-    def accuracy(self, step: Step, alpha: float, n: int, *, rng: Rng | None) -> Accuracy:
+    def accuracy(self, step: PlannedStep, alpha: float, n: int, *, rng: Rng | None) -> Accuracy:
         """The estimator's own figures on SIMULATED noise draws (no data is read), for a mean in
         the middle of the bounds, and (`_max`) the largest over means at the middle, three
         quarters and the top of the bounds. `rng` drives the simulation (default: seeded with
@@ -137,7 +136,8 @@ class Mean(Moments):
         figures = [self._simulated(step, alpha, n, mu, rng=gen) for mu in placed]
         return Accuracy(*figures[0], max(f[0] for f in figures), max(f[1] for f in figures))
 
-    def _simulated(self, step: Step, alpha: float, n: int, mu: float, *, rng: Rng) -> tuple[float, float]:
+    def _simulated(self, step: PlannedStep, alpha: float, n: int, mu: float, *, rng: Rng
+                   ) -> tuple[float, float]:
         """Average half-width and absolute error of the estimator on SIMULATED groups of n values
         with mean mu (the release's own code, fed exact aggregates instead of data)."""
         size = np.full(SIMULATED, float(n))
@@ -149,7 +149,7 @@ class Mean(Moments):
         est = estimate(step, exact, np.arange(SIMULATED), alpha, rng=rng)
         return float(np.mean(est.high - est.low) / 2), float(np.mean(np.abs(est.value - mu)))
 
-    def warning(self, name: str, step: Step, n: int) -> str | None:
+    def warning(self, name: str, step: PlannedStep, n: int) -> str | None:
         return self.wide(name, n, self.half_width(step, 0.05, n))
 
 
@@ -172,7 +172,7 @@ class Share(Mean):
         return {"condition": self.column}
 
 
-def second_stage_widths(step: Step, alpha: float) -> tuple[float, float]:
+def second_stage_widths(step: PlannedStep, alpha: float) -> tuple[float, float]:
     """Half-widths of a mean's averaged count and sum (second stage): each holds when both of
     its parts' α/4 intervals do."""
     w = {p: float(step.parts[p].mechanism.interval(alpha / 4)) for p in ("count", "count2", "sum", "sum2")}
@@ -180,7 +180,7 @@ def second_stage_widths(step: Step, alpha: float) -> tuple[float, float]:
     return kn * w["count"] + (1 - kn) * w["count2"], ks * w["sum"] + (1 - ks) * w["sum2"]
 
 
-def _inverse_variance(step: Step, first: str, second: str) -> float:
+def _inverse_variance(step: PlannedStep, first: str, second: str) -> float:
     """Weight of `first` in the minimum-variance average of two unbiased estimates whose noise
     is of one family, so variances are in the ratio of squared scales (Aitken 1935)."""
     v1, v2 = step.parts[first].scale ** 2, step.parts[second].scale ** 2

@@ -50,7 +50,9 @@ class Part:
 
 @dataclass(frozen=True)
 class Step:
-    """The budget of one aggregate, the mechanisms of its parts, the rows a unit keeps per group."""
+    """The budget of one aggregate, the mechanisms of its parts, the rows a unit keeps per group.
+
+    The aggregates read it as an `estimate.PlannedStep`, so they need not import this module."""
 
     name: str
     aggregate: Aggregate

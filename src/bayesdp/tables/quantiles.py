@@ -54,7 +54,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from itertools import pairwise
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -63,10 +63,7 @@ from bayesdp.noise import Rng, bernoulli_exp
 from bayesdp.tables.accuracy import Accuracy, bound
 from bayesdp.tables.aggregates import Clipped, Noisy, budget, check_bounds, check_column, constructor
 from bayesdp.tables.engines.base import FULL_GRID, Bins, Cells, CellWindow, ExactAggregates, Measure
-from bayesdp.tables.estimate import Estimate, FullGrid
-
-if TYPE_CHECKING:
-    from bayesdp.tables.plan import Step
+from bayesdp.tables.estimate import Estimate, FullGrid, PlannedStep
 
 # A quantile's grid has at most this many cells between the bounds (Smith 2011 on the grid).
 QUANTILE_CELLS = 1 << 24
@@ -108,14 +105,14 @@ def candidate_spacing(lo: float, hi: float, cells: int) -> Spacing:
     return bits, (int(k) if k == math.floor(k) and abs(k) < 2**53 else 0)
 
 
-def rank_margin(step: Step, alpha: float) -> float:
+def rank_margin(step: PlannedStep, alpha: float) -> float:
     """Ranks between q·n and the aims of the interval's candidate draws: the rank check's one-sided
     threshold at α/2 plus CHECK_SCALES noise scales of the draw and the check."""
     check = step.parts["low_rank"]
     return float(check.mechanism.interval(alpha)) + CHECK_SCALES * (step.parts["low"].scale + check.scale)
 
 
-def cells_of(step: Step, alpha: float) -> Cells:
+def cells_of(step: PlannedStep, alpha: float) -> Cells:
     """The grid a quantile's draws need: the window around q·n holds the aims q·n and
     q·n ± rank_margin with WINDOW_SCALES noise scales beyond each."""
     agg = step.aggregate
@@ -233,7 +230,7 @@ def _scores(mass: np.ndarray, lo: np.ndarray, hi: np.ndarray, aim: np.ndarray | 
     return score
 
 
-def draws(step: Step, part: str, runs: Runs, aim: np.ndarray, whole: Callable[[], Runs],
+def draws(step: PlannedStep, part: str, runs: Runs, aim: np.ndarray, whole: Callable[[], Runs],
           spacing: Spacing = (0, 0), *, rng: Rng) -> np.ndarray:
     """One candidate grid value per group of `runs`, aimed at rank aim[k] (q·n plus a public
     constant; see the module), all groups at once.
@@ -301,7 +298,7 @@ def chunks(win: CellWindow, index: np.ndarray) -> list[slice]:
     return [slice(int(a), int(b)) for a, b in pairwise(bounds)]
 
 
-def quantile_draws(step: Step, win: CellWindow, spec: Cells, index: np.ndarray, alpha: float,
+def quantile_draws(step: PlannedStep, win: CellWindow, spec: Cells, index: np.ndarray, alpha: float,
                    full_grid: FullGrid, *, rng: Rng) -> Estimate:
     """The value and its interval at level 1 - α for the groups at `index` (-1: no data).
 
@@ -357,10 +354,10 @@ class Quantile(Clipped):
         2007, Def. of Δu; Smith 2011)."""
         return float(max_rows) * max(self.q, 1 - self.q)
 
-    def needs(self, step: Step, alpha: float) -> tuple[Measure | Cells | Bins, ...]:
+    def needs(self, step: PlannedStep, alpha: float) -> tuple[Measure | Cells | Bins, ...]:
         return (cells_of(step, alpha),)
 
-    def estimate(self, step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float, *,
+    def estimate(self, step: PlannedStep, exact: ExactAggregates, index: np.ndarray, alpha: float, *,
                  rng: Rng, full_grid: FullGrid | None) -> Estimate:
         assert full_grid is not None, "quantiles need the engine's full grid"
         spec = cells_of(step, alpha)
@@ -369,7 +366,7 @@ class Quantile(Clipped):
     def value_range(self) -> tuple[float, float]:
         return self.bounds
 
-    def accuracy(self, step: Step, alpha: float, n: int, *, rng: Rng | None) -> Accuracy:
+    def accuracy(self, step: PlannedStep, alpha: float, n: int, *, rng: Rng | None) -> Accuracy:
         """An upper bound in quantile levels: the interval spans about ±rank_margin ranks."""
         return bound(float(min(1.0, rank_margin(step, alpha) / n)))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -13,10 +13,7 @@ from bayesdp.noise import Rng
 from bayesdp.tables.accuracy import Accuracy, one_noise
 from bayesdp.tables.aggregates import Clipped, Noisy, budget, check_bounds, check_column, constructor
 from bayesdp.tables.engines.base import Bins, Cells, ExactAggregates, Measure
-from bayesdp.tables.estimate import Estimate, FullGrid, plus_minus, take
-
-if TYPE_CHECKING:
-    from bayesdp.tables.plan import Step
+from bayesdp.tables.estimate import Estimate, FullGrid, PlannedStep, plus_minus, take
 
 
 @dataclass(frozen=True)
@@ -28,7 +25,7 @@ class Moments(Clipped):
     def measure(self) -> Measure:
         return Measure(self.column, *self.bounds)
 
-    def needs(self, step: Step, alpha: float) -> tuple[Measure | Cells | Bins, ...]:
+    def needs(self, step: PlannedStep, alpha: float) -> tuple[Measure | Cells | Bins, ...]:
         return (self.measure,)
 
     def moments(self, exact: ExactAggregates, index: np.ndarray) -> np.ndarray:
@@ -47,7 +44,7 @@ class Sum(Moments):
         lo, hi = self.bounds
         return float(max_rows) * max(abs(lo), abs(hi))
 
-    def estimate(self, step: Step, exact: ExactAggregates, index: np.ndarray, alpha: float, *,
+    def estimate(self, step: PlannedStep, exact: ExactAggregates, index: np.ndarray, alpha: float, *,
                  rng: Rng, full_grid: FullGrid | None) -> Estimate:
         return plus_minus(step, "sum", self.moments(exact, index)[:, 1], alpha, rng=rng)
 
@@ -56,7 +53,7 @@ class Sum(Moments):
         lo, hi = self.bounds
         return (0.0 if lo >= 0 else -math.inf), (0.0 if hi <= 0 else math.inf)
 
-    def accuracy(self, step: Step, alpha: float, n: int, *, rng: Rng | None) -> Accuracy:
+    def accuracy(self, step: PlannedStep, alpha: float, n: int, *, rng: Rng | None) -> Accuracy:
         return one_noise(step, alpha)
 
 
