@@ -99,7 +99,7 @@ class LinearRegression(PrivateMixin, RegressorMixin, BaseEstimator):
         m = a[:k, :k] + ridge * np.eye(k)
         theta = np.linalg.lstsq(m, xy[:k], rcond=None)[0]
         t = self._back_transform(shift, scale, yscale, k)
-        self._stats = _Stats(a[:k, :k], m, theta, xy[:k], yy, float(a[-1, -1]), m_xx.scale, m_xy.scale, t)
+        self._stats = _Stats(a[:k, :k], theta, xy[:k], yy, float(a[-1, -1]), m_xx.scale, m_xy.scale, t)
         w = t @ theta
         self.coef_ = w[: X.shape[1]]
         self.intercept_ = float(w[-1] + yshift) if self.fit_intercept else 0.0
@@ -124,24 +124,28 @@ class LinearRegression(PrivateMixin, RegressorMixin, BaseEstimator):
     def coef_interval(self, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
         """Normal (1 − α) intervals for coef_ (and intercept_, last): (lower, upper) arrays.
 
-        Delta method around θ = (Â + λI)⁻¹b̂: Cov ≈ M⁻¹(σ̂²Â + σ_b²I + σ_A²(‖θ‖²I + θθᵀ − diag θ²))M⁻¹,
-        M = Â + λI, summing the sampling variance (σ̂² = RSS/(n − p) from the noisy yᵀy, Xᵀy,
-        XᵀX and count) and the known noise on b̂ and on the symmetric Â. Post-processing: no
-        further budget. An approximation: it ignores the ridge's bias and the noise in σ̂².
+        The ridge estimate θ = M⁻¹b̂ (M = Â + λI) is biased by −λM⁻¹θ*, which at small n·ε is
+        larger than its spread, so the intervals are centred on the unregularised θᵤ = Â⁻¹b̂ of
+        the same released statistics. Delta method: Cov ≈ Â⁻¹(σ̂²Â + σ_b²I + σ_A²(‖θᵤ‖²I + θᵤθᵤᵀ
+        − diag θᵤ²))Â⁻¹, summing the sampling variance (σ̂² = RSS/(n − p) from the noisy yᵀy, Xᵀy,
+        XᵀX and count) and the known noise on b̂ and on the symmetric Â. Each interval is then
+        widened to contain the released estimate. Post-processing: no further budget. An
+        approximation: it ignores the noise in σ̂² and in Â⁻¹ beyond first order.
         """
         fitted(self, np.zeros((1, self.n_features_in_)))
         s = self._stats
         a = check_open_unit("alpha", alpha)
-        th = s.theta
+        th = np.linalg.lstsq(s.gram, s.xy, rcond=None)[0]
         rss = s.yy - 2 * th @ s.xy + th @ s.gram @ th
         sigma2 = max(rss, 0.0) / max(s.n - th.size, 1.0)
-        minv = np.linalg.pinv(s.m)
+        ginv = np.linalg.pinv(s.gram)
         inner = sigma2 * s.gram + s.sigma_xy**2 * np.eye(th.size)
         inner += s.sigma_xx**2 * ((th @ th) * np.eye(th.size) + np.outer(th, th) - np.diag(th * th))
-        cov = s.t @ minv @ inner @ minv @ s.t.T
+        cov = s.t @ ginv @ inner @ ginv @ s.t.T
         half = float(norm.ppf(1 - a / 2)) * np.sqrt(np.maximum(np.diag(cov), 0.0))
-        centre = np.append(self.coef_, self.intercept_) if self.fit_intercept else self.coef_
-        return centre - half, centre + half
+        estimate = np.append(self.coef_, self.intercept_) if self.fit_intercept else self.coef_
+        centre = s.t @ th + (estimate - s.t @ s.theta)  # the target's shift, as for the estimate
+        return np.minimum(centre - half, estimate), np.maximum(centre + half, estimate)
 
 
 class _Stats:
@@ -150,7 +154,6 @@ class _Stats:
     def __init__(
         self,
         gram: np.ndarray,
-        m: np.ndarray,
         theta: np.ndarray,
         xy: np.ndarray,
         yy: float,
@@ -159,5 +162,5 @@ class _Stats:
         sigma_xy: float,
         t: np.ndarray,
     ) -> None:
-        self.gram, self.m, self.theta, self.xy, self.yy, self.n = gram, m, theta, xy, yy, n
+        self.gram, self.theta, self.xy, self.yy, self.n = gram, theta, xy, yy, n
         self.sigma_xx, self.sigma_xy, self.t = sigma_xx, sigma_xy, t
