@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bayesdp.tables.engines import BoundingRequest, DuckDBEngine, Measure
+from bayesdp.tables.engines import BoundingRequest, Cells, DuckDBEngine, Measure
 
 HEAVY = 10_000
 
@@ -84,3 +84,27 @@ def test_a_row_with_a_null_unit_outside_the_keys_is_counted_once():
     out = _engine(df).aggregate(BoundingRequest("u", ("g",), 1, 1, 5, public_keys=(("a",),)))
     d = out.diagnostics
     assert (d.rows, d.null_units, d.dropped_by_keys, d.dropped_by_bounding, d.kept_rows) == (3, 1, 1, 0, 1)
+
+
+def test_public_keys_diagnostics_are_exact_whatever_bounding_keeps():
+    """Units with groups inside and outside the keys, more groups and rows than the bounds, and
+    null units: each diagnostic is its exact count, in one pass and with a grid to read."""
+    groups = ["a", "z", "b", "c"]  # z is not a key
+    units = np.arange(40)
+    # Unit u has 3 rows in each of its first u % 4 + 1 groups: whichever groups bounding picks,
+    # it keeps min(its groups among the keys, 2) x min(3, 2) rows.
+    df = pd.DataFrame([(u, g, float(u % 7)) for u in units for g in groups[:u % 4 + 1]
+                       for _ in range(3)] + [(None, "a", 1.0)] * 5 + [(None, "z", 1.0)] * 2,
+                      columns=["u", "g", "v"])
+    in_keys = np.array([sum(g != "z" for g in groups[:u % 4 + 1]) for u in units])
+    entered = int(3 * in_keys.sum())
+    kept = int((2 * np.minimum(in_keys, 2)).sum())
+    outside = int((df["u"].notna() & (df["g"] == "z")).sum())
+    meas = Measure("v", 0.0, 10.0)
+    eng = _engine(df)
+    for extra in ({}, {"cells": (Cells("v", 0.0, 10.0, 100),)}):
+        req = BoundingRequest("u", ("g",), 2, 2, 2**70 + 3, public_keys=(("a",), ("b",), ("c",)),
+                              measures=(meas,), **extra)
+        d = eng.aggregate(req).diagnostics
+        assert (d.rows, d.null_units, d.dropped_by_keys, d.dropped_by_bounding, d.kept_rows) == \
+            (len(df), 7, outside, entered - kept, kept)

@@ -350,9 +350,10 @@ class Query:
         engine.check(request)
         if ledger is not None:
             ledger.spend(plan.guarantee, label or self.describe())
-        if engine.is_empty():
-            raise DataError("the table is empty: there is nothing to release")
         exact = engine.aggregate(request)
+        # Rows counted, the table has some: only a release that counted none asks the engine.
+        if not exact.diagnostics.rows and engine.is_empty():
+            raise DataError("the table is empty: there is nothing to release")
         if exact.diagnostics.null_units:
             raise DataError(f"privacy_unit {self.table.privacy_unit!r} is null in some rows: every "
                             "row needs its unit (drop them with a where filter if they belong to nobody)",

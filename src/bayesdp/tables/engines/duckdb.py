@@ -12,9 +12,10 @@ the kept rows (at most units x max_groups x max_rows) are materialized once in a
 table, dropped afterwards, so the grids cost no second pass over the data.
 The rows and the null units are `count(*)` and `count(unit)`, which DuckDB answers from a
 Parquet file's metadata when no filter applies. With public keys, the rows that enter bounding
-(a semi-join: a key list inside a FILTER or a projection is a mark join, several times slower)
-are written once to a temporary table, narrowed to the columns bounding reads: bounding reads
-it and its count is the rows in the keys, so the source is read once, not twice.
+are a semi-join (a key list inside a FILTER or a projection is a mark join, several times
+slower), and the same sort counts them: each unit's first row carries the unit's rows that
+entered (a window over the whole partition), so one statement reads the source once, bounds
+and aggregates, and the rows outside the keys are the rows with a unit less their sum.
 
 Every DuckDB call, building a query and running it, goes through `duckdb_errors`: a DuckDB
 error becomes a DataError (or a ResourceError when memory or disk runs out) whose public
@@ -22,7 +23,8 @@ message is generic and whose private detail is DuckDB's own text, which can quot
 
 Public keys and explicit histogram edges never become SQL lists: each is one JSON string literal
 unnested into a temporary table, joined (a semi-join for the keys, an ASOF join for the edges),
-so their cost grows with their length, not with its square.
+so their cost grows with their length, not with its square. The key table is written once per
+key list (at `check`, before any budget is spent) and read by every later request with it.
 """
 
 from __future__ import annotations
@@ -32,10 +34,10 @@ import os
 import re
 import uuid
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import duckdb
 import numpy as np
@@ -118,11 +120,21 @@ def _json_literal(values: Sequence[Any]) -> str:
     return "'" + json.dumps(list(values), allow_nan=False).replace("'", "''") + "'"
 
 
+class _KeyTable(NamedTuple):
+    """A temporary table of a key list (`public_keys`, the very tuple) for the group `columns`."""
+
+    public_keys: tuple[tuple[Any, ...], ...]
+    columns: tuple[str, ...]
+    name: str
+    drop: Callable[[], object]  # drops the table at once (a weakref.finalize)
+
+
 class DuckDBEngine:
     """Runs bounded aggregations on a DuckDB relation (a file scan, a registered frame, a query)."""
 
     def __init__(self, relation: duckdb.DuckDBPyRelation) -> None:
         self.relation = relation
+        self._key_table: _KeyTable | None = None
 
     def sql(self, query: str) -> duckdb.DuckDBPyRelation:
         """The query bound (not run) over the source."""
@@ -176,42 +188,26 @@ class DuckDBEngine:
         return BoundedDuckDB(self, bounding, seed, where)
 
     def check(self, request: BoundingRequest) -> None:
-        values = _value_columns(request)
-        source = self._filtered(request.where)
+        # Writing the key table casts every key to its column's type: a key the type refuses
+        # fails here, before the budget is spent.
         with self._keys(request) as keys:
-            self.sql(_counts_sql(source, request))
-            self.sql(_entered_sql(source, request, keys))
-            self.sql(_kept_sql(source, request, values, keys))
+            self.sql(_kept_sql(self._filtered(request.where), request, _value_columns(request),
+                               keys, entered=_counts_entered(request)))
 
     def aggregate(self, request: BoundingRequest) -> ExactAggregates:
         values = _value_columns(request)
         source = self._filtered(request.where)
-        with self._keys(request) as keys, self._entering(source, request, values, keys) as entering:
-            rows, null_units = self._counts(source, request)
-            entered = rows - null_units if entering is None else \
-                int(self.rows(f"SELECT count(*) FROM {entering}")[0][0])
-            totals = rows, null_units, rows - null_units - entered
-            kept_sql = _kept_sql(source if entering is None else f"SELECT * FROM {entering}",
-                                 request, values, None)
-            if not request.cells and not request.bins:  # one pass: aggregate the kept rows directly
-                return self._collect(f"({kept_sql})", request, values, totals)
-            with self._temp(kept_sql) as kept:
-                return self._collect(kept, request, values, totals)
-
-    @contextmanager
-    def _entering(self, source: str, req: BoundingRequest, values: list[str],
-                  keys: str | None) -> Iterator[str | None]:
-        """A temporary table of the rows that enter bounding (a unit, a key among the public
-        keys), with the columns bounding reads; None without public keys (every row with a
-        unit enters)."""
-        if keys is None:
-            yield None
-            return
-        cols = [*([] if req.unit is None else [req.unit]), *req.keys, *value_inputs(req, values)]
-        unit = "TRUE" if req.unit is None else f"{ident(req.unit)} IS NOT NULL"
-        with self._temp(f"SELECT {', '.join(ident(c) for c in dict.fromkeys(cols))} FROM"
-                        f" ({source}) WHERE {unit} AND {_in_keys(req, keys)}") as name:
-            yield name
+        rows, null_units = self._counts(source, request)
+        entered = _counts_entered(request)
+        # Without public keys every row with a unit enters bounding; with them and no unit,
+        # every row in the keys is kept, so the rows outside are those not kept.
+        totals = rows, null_units, 0 if request.public_keys is None else None
+        with self._keys(request) as keys:
+            kept_sql = _kept_sql(source, request, values, keys, entered=entered)
+        if not request.cells and not request.bins:  # one pass: aggregate the kept rows directly
+            return self._collect(f"({kept_sql})", request, values, totals, entered=entered)
+        with self._temp(kept_sql) as kept:
+            return self._collect(kept, request, values, totals, entered=entered)
 
     def _counts(self, source: str, req: BoundingRequest) -> tuple[int, int]:
         """Rows, rows with a null unit."""
@@ -221,29 +217,45 @@ class DuckDBEngine:
     @contextmanager
     def _keys(self, req: BoundingRequest) -> Iterator[str | None]:
         """A temporary table `__k0, __k1, ...` of the public keys, cast to the key columns' types
-        (None without public keys)."""
+        (None without public keys), written at the first request with this key list and read by
+        every later one (it outlives the block); dropped when another key list replaces it or
+        the engine goes."""
         if req.public_keys is None:
             yield None
+            return
+        known = self._key_table
+        if known is not None and known.public_keys is req.public_keys and known.columns == req.keys:
+            yield known.name
             return
         schema = self.schema()
         cols = ", ".join(
             f"CAST(unnest(from_json({_json_literal([k[i] for k in req.public_keys])}, '[\"VARCHAR\"]'))"
             f" AS {schema[c]}) AS __k{i}" for i, c in enumerate(req.keys))
+        name = "bdp_" + uuid.uuid4().hex
         # An empty key list still needs the typed columns: a WHERE FALSE keeps them, without rows.
-        with self._temp(f"SELECT {cols}" if req.public_keys else
-                        f"SELECT * FROM (SELECT {cols}) WHERE FALSE") as name:
-            yield name
+        self.sql(f"CREATE TEMP TABLE {name} AS " + (f"SELECT {cols}" if req.public_keys else
+                                                   f"SELECT * FROM (SELECT {cols}) WHERE FALSE"))
+        if known is not None:
+            known.drop()
+        # The finalizer holds an engine of its own: one holding this engine would keep it alive.
+        drop = weakref.finalize(self, _drop, DuckDBEngine(self.relation), name)
+        drop.atexit = False
+        self._key_table = _KeyTable(req.public_keys, req.keys, name, drop)
+        yield name
 
     def _collect(self, kept: str, req: BoundingRequest, values: list[str],
-                 counts: tuple[int, int, int | None]) -> ExactAggregates:
+                 counts: tuple[int, int, int | None], *, entered: bool = False) -> ExactAggregates:
         """The per-group aggregates of the `kept` rows; `counts` are the rows, the rows with a
         null unit and the rows outside the public keys (None: every row that enters is kept,
-        so the rows outside the keys are the rest)."""
+        so the rows outside the keys are the rest; with `entered`, the kept rows' `__entered`
+        add up to the rows that entered bounding, and the rows outside are the others)."""
         rows_total, null_units, outside = counts
         keys = [ident(k) for k in req.keys]
         group_by = f"GROUP BY {', '.join(keys)} ORDER BY {', '.join(keys)} NULLS LAST" if keys else ""
         key_sel = "".join(f"{k}, " for k in keys)
         cols = ["count(*) AS __rows", "count(*) FILTER (__first) AS __units"]
+        if entered:
+            cols.append("sum(__entered) AS __entered")
         for i, meas in enumerate(req.measures):
             v = f"__v{values.index(meas.column)}"
             c = _clip(v, meas.lo, meas.hi)
@@ -256,7 +268,8 @@ class DuckDBEngine:
         stats_df = self.frame(f"SELECT {key_sel}{', '.join(cols)} FROM {kept} {group_by}")
         kept_rows = int(stats_df["__rows"].sum())
         if outside is None:
-            outside = rows_total - null_units - kept_rows
+            outside = rows_total - null_units - \
+                (int(stats_df["__entered"].sum()) if entered else kept_rows)
         groups = stats_df[list(req.keys)].reset_index(drop=True)
         moments, clipped, nulls, infinite = read_measures(stats_df, req, values)
         cells = {}
@@ -342,10 +355,10 @@ def _counts_sql(source: str, req: BoundingRequest) -> str:
     return f"SELECT count(*), count(*) - {units} FROM ({source})"
 
 
-def _entered_sql(source: str, req: BoundingRequest, key_table: str | None) -> str:
-    """Rows with a unit and a key among the public keys: those that enter bounding."""
-    unit = "TRUE" if req.unit is None else f"{ident(req.unit)} IS NOT NULL"
-    return f"SELECT count(*) FROM ({source}) WHERE {unit} AND {_in_keys(req, key_table)}"
+def _counts_entered(req: BoundingRequest) -> bool:
+    """Whether bounding counts the rows that enter it: only with public keys and a unit (without
+    keys they are the rows with a unit; without a unit every row in the keys is kept)."""
+    return req.public_keys is not None and req.unit is not None
 
 
 def _value_columns(req: BoundingRequest) -> list[str]:
@@ -389,10 +402,11 @@ def keyed_hashes(req: BoundingRequest, values: Sequence[str]) -> tuple[str, str]
 
 
 def _kept_sql(source: str, req: BoundingRequest, values: list[str], key_table: str | None, *,
-              carry: bool = False) -> str:
+              carry: bool = False, entered: bool = False) -> str:
     """The kept rows: keys, `__first` (one row per kept (unit, group) pair), values `__v0`, ...
     With `carry`, every column of `source` as it is, and `__first` (`values`: the columns
-    besides the unit and the keys, all in the row hash)."""
+    besides the unit and the keys, all in the row hash). With `entered`, `__entered`: on each
+    unit's first row (always kept) the unit's rows that entered bounding, 0 on the others."""
     keys = [ident(k) for k in req.keys]
     key_sel = "".join(f", {k}" for k in keys)
     fields = _fields(req, values)
@@ -407,12 +421,17 @@ def _kept_sql(source: str, req: BoundingRequest, values: list[str], key_table: s
         # inside its group in random order.
         ranks = (f", dense_rank() OVER ({by_group}) AS __g, row_number() OVER ({by_group},"
                  f" {row_hash}) - rank() OVER ({by_group}) AS __i")
-        keep = f"__g <= {req.max_groups} AND __i < {req.max_rows}"
+        keep, first_of_unit = f"__g <= {req.max_groups} AND __i < {req.max_rows}", "__g = 1 AND __i = 0"
     else:
-        ranks = f", row_number() OVER (PARTITION BY {unit} ORDER BY {row_hash}) - 1 AS __i"
-        keep = f"__i < {req.max_rows}"
+        by_group = f"PARTITION BY {unit} ORDER BY {row_hash}"
+        ranks = f", row_number() OVER ({by_group}) - 1 AS __i"
+        keep, first_of_unit = f"__i < {req.max_rows}", "__i = 0"
     out = "".join(f"{k}, " for k in keys) + "__i = 0 AS __first" + \
         "".join(f", __v{j}" for j in range(len(values)))
+    if entered:  # the same sort, its frame the whole partition: the unit's rows
+        whole = "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
+        ranks += f", count(*) OVER ({by_group} {whole}) AS __n"
+        out += f", CASE WHEN {first_of_unit} THEN __n ELSE 0 END AS __entered"
     inner = f"{unit} AS __u{key_sel}{fields}"
     if carry:
         inner, out = "*", f"* EXCLUDE ({'__g, ' if keys else ''}__i), __i = 0 AS __first"
