@@ -144,15 +144,18 @@ def test_objective_guarantee_states_the_sampler_total_variation() -> None:
     )
     g = est.guarantee
     assert (g.epsilon, g.relation) == (1.0, "replace_one")
-    # three one-vs-rest problems, each (1/3)-DP up to TV 3p/(4·2^40) with p = 5 (intercept)
-    assert g.delta == pytest.approx(3 * (1 + np.exp(1 / 3)) * 15 / (4 * 2.0**40))
+    # three one-vs-rest problems, each (1/3)-DP up to TV p/(4·2^40) with p = 5 (intercept)
+    assert g.delta == pytest.approx(3 * (1 + np.exp(1 / 3)) * 5 / (4 * 2.0**40))
 
 
-@pytest.mark.parametrize(("epsilon", "C"), [(0.1, 1.0), (1.0, 1.0), (5.0, 1.0), (1.0, 1e3)])
+@pytest.mark.parametrize(
+    ("epsilon", "C", "features"),
+    [(0.1, 1.0, 4), (1.0, 1.0, 4), (5.0, 1.0, 4), (1.0, 1e3, 4), (0.5, None, 4), (5.0, None, 4), (5.0, None, 15)],
+)
 def test_objective_noise_leaves_the_jacobian_one_log_factor(
-    monkeypatch: pytest.MonkeyPatch, epsilon: float, C: float
+    monkeypatch: pytest.MonkeyPatch, epsilon: float, C: float | None, features: int
 ) -> None:
-    """ε' = ε − ln(1 + c/(nΛ')), Λ' = max(1/(nC), c/(n(e^{ε/2} − 1))): one log factor, not CMS's two."""
+    """ε' = ε − ln(1 + c/(nΛ')) >= (1 − s)ε, Λ' = max(1/(nC), c/(n(e^{sε} − 1))), C=None as C = ∞."""
     betas: list[float] = []
     ridges: list[float] = []
 
@@ -160,20 +163,21 @@ def test_objective_noise_leaves_the_jacobian_one_log_factor(
         betas.append(beta)
         return gamma_norm_noise(d, beta, rng)
 
-    def minimise(est: Any, x: np.ndarray, y: np.ndarray, reg: float, b: np.ndarray) -> np.ndarray:
+    def minimise(est: Any, yx: np.ndarray, reg: float, b: np.ndarray) -> np.ndarray:
         ridges.append(reg)
-        return np.zeros(x.shape[1])
+        return np.zeros(yx.shape[1])
 
     monkeypatch.setattr("bayesdp.models.logistic.gamma_norm_noise", record)
     monkeypatch.setattr(LogisticRegression, "_minimise", minimise)
-    x, y = data(400)
+    x, y = data(400, d=features)
     LogisticRegression(epsilon=epsilon, C=C, data_norm=2.0, classes=[0, 1], rng=bdp.rng_for_tests(4)).fit(
         x, (y > 0).astype(int)
     )
-    n, c = 400, 0.25
-    ridge = max(1 / (n * C), c / (n * np.expm1(epsilon / 2)))
+    n, c, share = 400, 0.25, min(0.5, 4 / (features + 1))  # p = features + intercept
+    ridge = max(0.0 if C is None else 1 / (n * C), c / (n * np.expm1(share * epsilon)))
     assert ridges == [pytest.approx(ridge, rel=1e-12)]
     assert betas == [pytest.approx((epsilon - np.log1p(c / (n * ridge))) / 2, rel=1e-12)]
+    assert betas[0] >= (1 - share) * epsilon / 2 * (1 - 1e-12)
 
 
 def test_objective_guarantee_at_a_huge_epsilon_caps_delta() -> None:

@@ -119,10 +119,15 @@ def norm_bound(data_norm: Any, X: np.ndarray) -> float:
     return check_positive("data_norm", data_norm)
 
 
+def clip_factors(X: np.ndarray, norm: float) -> np.ndarray:
+    """Each row's factor min(1, norm/‖x‖) that scales it back onto the L2 ball (a per-row map: DP-safe)."""
+    norms = np.sqrt(np.einsum("ij,ij->i", X, X))
+    return np.asarray(np.minimum(1.0, norm / np.maximum(norms, 1e-300)))
+
+
 def clip_rows(X: np.ndarray, norm: float) -> np.ndarray:
-    """Scale each row whose L2 norm exceeds `norm` back onto the ball (a per-row map: DP-safe)."""
-    norms = np.sqrt((X * X).sum(axis=1))
-    return X * np.minimum(1.0, norm / np.maximum(norms, 1e-300))[:, None]
+    """Scale each row whose L2 norm exceeds `norm` back onto the ball."""
+    return X * clip_factors(X, norm)[:, None]
 
 
 def checked_X(est: Any, X: Any, *, reset: bool) -> np.ndarray:
