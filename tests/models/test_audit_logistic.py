@@ -32,7 +32,7 @@ THRESHOLDS = [Event(f"coefficient > {t:g}", contains=lambda v, t=t: v > t) for t
 
 
 def run_audit(monkeypatch: pytest.MonkeyPatch, C: float, shrink: float = 1.0) -> AuditResult:
-    """Audit ε = 1 on 600 fresh runs per input after 300 selection runs; the noise norm is divided by `shrink`."""
+    """Audit ε = 1: 600 fresh runs per input after 300 selection runs; the noise norm is divided by shrink."""
     real: Callable[[int, Any], np.ndarray] = logistic.standard_normals
     real_noise = logistic.gamma_norm_noise
 
@@ -41,7 +41,8 @@ def run_audit(monkeypatch: pytest.MonkeyPatch, C: float, shrink: float = 1.0) ->
         pool = iter(real(size, rng))  # p normals per fit, p = 1
         monkeypatch.setattr(logistic, "standard_normals", lambda k, _rng: np.fromiter(pool, float, k))
         # the noise's uniforms come from the audit's seeded generator too
-        monkeypatch.setattr(logistic, "gamma_norm_noise", lambda d, beta, _rng: real_noise(d, beta * shrink, rng))
+        noise = lambda d, beta, _rng: real_noise(d, beta * shrink, rng)  # noqa: E731
+        monkeypatch.setattr(logistic, "gamma_norm_noise", noise)
         try:
             return np.array([est.fit(X, labels).coef_[0, 0] for _ in range(size)])
         finally:

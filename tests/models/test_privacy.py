@@ -150,7 +150,15 @@ def test_objective_guarantee_states_the_sampler_total_variation() -> None:
 
 @pytest.mark.parametrize(
     ("epsilon", "C", "features"),
-    [(0.1, 1.0, 4), (1.0, 1.0, 4), (5.0, 1.0, 4), (1.0, 1e3, 4), (0.5, None, 4), (5.0, None, 4), (5.0, None, 15)],
+    [
+        (0.1, 1.0, 4),
+        (1.0, 1.0, 4),
+        (5.0, 1.0, 4),
+        (1.0, 1e3, 4),
+        (0.5, None, 4),
+        (5.0, None, 4),
+        (5.0, None, 15),
+    ],
 )
 def test_objective_noise_leaves_the_jacobian_one_log_factor(
     monkeypatch: pytest.MonkeyPatch, epsilon: float, C: float | None, features: int

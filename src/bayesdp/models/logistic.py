@@ -33,7 +33,7 @@ METHODS = ("objective", "output")
 
 
 def jacobian_share(p: int) -> float:
-    """The share of ε objective perturbation lets the Jacobian take: min(1/2, 4/p) (CMS 2011, Alg. 2 takes 1/2).
+    """The share of ε the Jacobian may take in objective perturbation: min(1/2, 4/p) (CMS 2011, Alg. 2: 1/2).
 
     The ridge c/(n(e^{share·ε} − 1)) costs bias ∝ 1/(share·ε) whatever p, while the noise's norm,
     Gamma(p, 2/ε'), grows as p/((1 − share)ε): balancing them gives a share ∝ 1/p, for every ε.
