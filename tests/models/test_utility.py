@@ -22,6 +22,7 @@ from bayesdp.models import (
     LogisticRegression,
     StandardScaler,
 )
+from bayesdp.models.cluster import _packing
 
 N = 20_000
 
@@ -134,6 +135,20 @@ def test_kmeans_finds_separated_centres() -> None:
     ]
     np.testing.assert_allclose(found, truth, atol=0.1)
     assert km.score(x) >= sklearn.cluster.KMeans(3, n_init=3, random_state=0).fit(x).score(x) * 1.1
+
+
+def test_kmeans_starts_from_packed_centres_away_from_the_corners() -> None:
+    """Su et al.'s packing on the unit square: r = 1/2 and 1/4 leave no room for 4 centres, r = 1/8 does.
+
+    So the centres are at least 1/8 inside the box and 1/4 apart (the farthest-point start put them
+    in the corners). Seeds are fixed; a draw would fall back to r = 1/16 only if 396 uniform
+    candidates all missed the part of the inner square 1/4 from three centres (it has positive area).
+    """
+    for seed in range(20):
+        c = _packing(np.zeros(2), np.ones(2), 4, bdp.rng_for_tests(seed))
+        assert c.shape == (4, 2) and ((c >= 0.125) & (c <= 0.875)).all()
+        gaps = np.sqrt(((c[:, None] - c[None]) ** 2).sum(axis=2))[np.triu_indices(4, 1)]
+        assert gaps.min() >= 0.25
 
 
 def test_pca_finds_the_leading_direction() -> None:

@@ -17,8 +17,8 @@ from bayesdp.privacy import Guarantee, Ledger
 class KMeans(PrivateMixin, ClusterMixin, TransformerMixin, BaseEstimator):
     """ε-DP k-means: `n_iter` Lloyd steps, each on noisy counts and sums (add/remove neighbours).
 
-    Initial centres are spread over the public box `bounds` without looking at the data (the
-    farthest-point choice among uniform candidates). Each of the
+    Initial centres are placed in the public box `bounds` without looking at the data, by Su et
+    al.'s sphere packing (see `_packing`): a centre in a corner of the box strands its cluster. Each of the
     `n_iter` iterations (the whole budget: no convergence test reads the data) assigns rows to
     their nearest centre and releases per-cluster counts and sums of the clipped features with
     ε/n_iter (DPLloyd: Su et al. 2016, §3; SuLQ k-means: Blum et al. 2005, §5), through
@@ -52,7 +52,7 @@ class KMeans(PrivateMixin, ClusterMixin, TransformerMixin, BaseEstimator):
         lo, hi = feature_bounds(self.bounds, X)
         guarantee = Guarantee(eps)
         rng = self._spend(guarantee)
-        centres = _spread(lo, hi, k, rng)
+        centres = _packing(lo, hi, k, rng)
         for _ in range(iters):
             m = noisy_moments(X, _nearest(X, centres), k, (lo, hi), eps / iters, rng, variances=False)
             # A cluster within 3 noise scales of empty has no usable mean, and one with under 5% of
@@ -77,15 +77,26 @@ class KMeans(PrivateMixin, ClusterMixin, TransformerMixin, BaseEstimator):
         return -float(_sq_distances(fitted(self, X), self.cluster_centers_).min(axis=1).sum())
 
 
-def _spread(lo: np.ndarray, hi: np.ndarray, k: int, rng: Rng) -> np.ndarray:
-    """k points of the box far apart: greedy farthest points among 64k uniform candidates (no data)."""
-    cand = lo + (hi - lo) * uniform(rng, 64 * k * lo.size).reshape(64 * k, lo.size)
-    chosen = [int(np.argmin(((cand - (lo + hi) / 2) ** 2).sum(axis=1)))]
-    dist = ((cand - cand[chosen[0]]) ** 2).sum(axis=1)
-    for _ in range(k - 1):
-        chosen.append(int(np.argmax(dist)))
-        dist = np.minimum(dist, ((cand - cand[chosen[-1]]) ** 2).sum(axis=1))
-    return cand[chosen]
+def _packing(lo: np.ndarray, hi: np.ndarray, k: int, rng: Rng) -> np.ndarray:
+    """k uniform points r inside the box and 2r apart, r halved until k fit (Su et al. 2016, DPLloyd).
+
+    r starts at half the narrowest side; each try draws 100k uniform candidates and keeps, in turn,
+    the first one 2r from those kept (rejection sampling of each centre). No data is read.
+    """
+    width = hi - lo
+    r = float(width.min()) / 2
+    while True:
+        cand = lo + r + (width - 2 * r) * uniform(rng, 100 * k * lo.size).reshape(100 * k, lo.size)
+        far = np.ones(cand.shape[0], dtype=bool)
+        chosen = [0]
+        while len(chosen) < k:
+            far &= ((cand - cand[chosen[-1]]) ** 2).sum(axis=1) >= 4 * r * r
+            if not far.any():
+                break
+            chosen.append(int(np.argmax(far)))
+        if len(chosen) == k:
+            return cand[chosen]
+        r /= 2
 
 
 def _sq_distances(X: np.ndarray, centres: np.ndarray) -> np.ndarray:
