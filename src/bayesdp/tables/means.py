@@ -38,6 +38,7 @@ class Mean(Moments):
     """Mean of the clipped values in two stages per group (`estimate`)."""
 
     kind: ClassVar[str] = "mean"
+    squares: ClassVar[bool] = False
     # 0.05 to a count and 0.05 to a sum centred on the middle of the bounds; then 0.9 either to a
     # sum centred on that first estimate (groups whose count is clear of its noise) or to a second
     # count (0.36) and sum (0.54).

@@ -39,7 +39,7 @@ from bayesdp.tables.engines.base import (
     CellWindow,
     Diagnostics,
     Engine,
-    Measure,
+    distinct_measures,
 )
 from bayesdp.tables.engines.duckdb import connect
 from bayesdp.tables.estimate import Estimate, estimate
@@ -386,13 +386,12 @@ class Query:
 
     def _request(self, plan: Plan, alpha: float, seed: int) -> BoundingRequest:
         needs = [n for name, step in plan.steps.items() for n in step.aggregate.needs(step, alpha)]
-        measures = [n for n in needs if isinstance(n, Measure)]
         cells = [n for n in needs if isinstance(n, Cells)]
         bins = [n for n in needs if isinstance(n, Bins)]
         return BoundingRequest(
             unit=self.table.privacy_unit, keys=self.by, max_groups=plan.max_groups,
             max_rows=plan.max_rows, seed=seed, public_keys=self.keys,
-            measures=tuple(dict.fromkeys(measures)), cells=tuple(dict.fromkeys(cells)),
+            measures=distinct_measures(needs), cells=tuple(dict.fromkeys(cells)),
             bins=tuple(dict.fromkeys(bins)), where=self.table.filters,
             expressions=tuple(self.expressions.items()))
 

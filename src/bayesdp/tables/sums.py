@@ -21,9 +21,12 @@ class Moments(Clipped):
     """An aggregate computed from the engine's moments of its clipped column (count, sum, sum
     of squares per group: `Measure`)."""
 
+    # Whether `estimate` reads the sum of squares (an engine skips it when no aggregate does).
+    squares: ClassVar[bool] = True
+
     @property
     def measure(self) -> Measure:
-        return Measure(self.column, *self.bounds)
+        return Measure(self.column, *self.bounds, squares=self.squares)
 
     def needs(self, step: PlannedStep, alpha: float) -> tuple[Measure | Cells | Bins, ...]:
         return (self.measure,)
@@ -38,6 +41,7 @@ class Sum(Moments):
     """Sum of the clipped values: one unit moves it by at most max_rows·max(|lo|, |hi|)."""
 
     kind: ClassVar[str] = "sum"
+    squares: ClassVar[bool] = False
     noisy: ClassVar[tuple[Noisy, ...]] = (Noisy("sum", 1.0),)
 
     def sensitivity(self, part: str, max_rows: int) -> float:

@@ -17,6 +17,7 @@ Everything after this (noise, partition selection, intervals) is engine independ
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -29,11 +30,25 @@ from bayesdp.expressions import RowExpression
 
 @dataclass(frozen=True)
 class Measure:
-    """Moments of `column` clipped to [lo, hi]: count of non-null values, sum, sum of squares."""
+    """Moments of `column` clipped to [lo, hi]: count of non-null values, sum, sum of squares.
+
+    `squares` False: no aggregate reads the sum of squares, and an engine may leave it NaN. It is
+    not part of the measure's identity (equal measures are one entry of `moments`)."""
 
     column: str
     lo: float
     hi: float
+    squares: bool = field(default=True, compare=False)
+
+
+def distinct_measures(needs: Sequence[object]) -> tuple[Measure, ...]:
+    """The distinct measures among `needs`, first use first, each computing its sum of squares
+    when any of its equals asks for it."""
+    out: dict[Measure, Measure] = {}
+    for m in needs:
+        if isinstance(m, Measure):
+            out[m] = replace(m, squares=m.squares or out[m].squares) if m in out else m
+    return tuple(out.values())
 
 
 # Coarse bins of 2^COARSE_SHIFT grid cells locate each group's window before the fine cells are read.
@@ -218,9 +233,10 @@ def read_measures(
     statistics.
 
     Engines name the columns __n{i}, __s{i}, __q{i}, __c{i} for measure i (count, clipped sum,
-    clipped sum of squares, clipped values) and __null{j}, __inf{j} for value column j.
+    clipped sum of squares, clipped values) and __null{j}, __inf{j} for value column j; __q{i}
+    may be missing when the measure needs no squares (its moments then hold NaN there).
     """
-    moments = {m: stats[[f"__n{i}", f"__s{i}", f"__q{i}"]].to_numpy(np.float64)
+    moments = {m: stats.reindex(columns=[f"__n{i}", f"__s{i}", f"__q{i}"]).to_numpy(np.float64)
                for i, m in enumerate(req.measures)}
     clipped: dict[Measure | Cells | Bins, int] = {
         m: int(stats[f"__c{i}"].sum()) for i, m in enumerate(req.measures)}

@@ -9,7 +9,9 @@ is below `max_rows` (row_number - rank). The three window functions share the on
 
 Without quantiles or histograms the kept rows are aggregated in the same query; with them,
 the kept rows (at most units x max_groups x max_rows) are materialized once in a temporary
-table, dropped afterwards, so the grids cost no second pass over the data.
+table, dropped afterwards, so the grids cost no second pass over the data. The per-group
+statistics then go to a small table numbering the groups in key order; the grids and histograms
+join it and group by that number (one BIGINT per group and grid cell), fetched as numpy arrays.
 The rows and the null units are `count(*)` and `count(unit)`, which DuckDB answers from a
 Parquet file's metadata when no filter applies. With public keys, the rows that enter bounding
 are a semi-join (a key list inside a FILTER or a projection is a mark join, several times
@@ -57,7 +59,7 @@ from bayesdp.tables.engines.base import (
     Diagnostics,
     Engine,
     ExactAggregates,
-    cell_window,
+    Measure,
     engine_failure,
     read_measures,
     value_inputs,
@@ -244,40 +246,41 @@ class DuckDBEngine:
         yield name
 
     def _collect(self, kept: str, req: BoundingRequest, values: list[str],
-                 counts: tuple[int, int, int | None], *, entered: bool = False) -> ExactAggregates:
+                 counts: tuple[int, int, int | None], key_table: str | None = None, *,
+                 entered: bool = False) -> ExactAggregates:
         """The per-group aggregates of the `kept` rows; `counts` are the rows, the rows with a
         null unit and the rows outside the public keys (None: every row that enters is kept,
         so the rows outside the keys are the rest; with `entered`, the kept rows' `__entered`
-        add up to the rows that entered bounding, and the rows outside are the others)."""
+        add up to the rows that entered bounding, and the rows outside are the others). With
+        `key_table`, only the groups among its keys are kept (the rows of the others are
+        outside the keys)."""
         rows_total, null_units, outside = counts
         keys = [ident(k) for k in req.keys]
-        group_by = f"GROUP BY {', '.join(keys)} ORDER BY {', '.join(keys)} NULLS LAST" if keys else ""
-        key_sel = "".join(f"{k}, " for k in keys)
-        cols = ["count(*) AS __rows", "count(*) FILTER (__first) AS __units"]
-        if entered:
-            cols.append("sum(__entered) AS __entered")
-        for i, meas in enumerate(req.measures):
-            v = f"__v{values.index(meas.column)}"
-            c = _clip(v, meas.lo, meas.hi)
-            cols += [f"count({v}) AS __n{i}", f"coalesce(sum({c}), 0) AS __s{i}",
-                     f"coalesce(sum(({c}) * ({c})), 0) AS __q{i}",
-                     f"count(*) FILTER ({v} < {meas.lo!r} OR {v} > {meas.hi!r}) AS __c{i}"]
-        for j in range(len(values)):
-            cols += [f"count(*) FILTER (__v{j} IS NULL) AS __null{j}",
-                     f"count(*) FILTER (isinf(__v{j})) AS __inf{j}"]
-        stats_df = self.frame(f"SELECT {key_sel}{', '.join(cols)} FROM {kept} {group_by}")
+        stats = _stats_sql(kept, req, values, key_table, entered=entered)
+        cells: dict[Cells, CellWindow] = {}
+        bins: dict[Bins, np.ndarray] = {}
+        grid_clipped: dict[Measure | Cells | Bins, int] = {}
+        if not req.cells and not req.bins:
+            stats_df = self.frame(f"{stats} ORDER BY {_ordered(keys)}" if keys else stats)
+        else:
+            # The groups are numbered in key order (__g), so that the grids read group numbers,
+            # not keys: a join with the (small) per-group table instead of a sort by key.
+            with self._temp(f"SELECT *, {_group_number(keys)} AS __g FROM ({stats})") as table:
+                stats_df = self.frame(f"SELECT * FROM {table} ORDER BY __g")
+                null_keys = bool(stats_df[list(req.keys)].isna().to_numpy().any())
+                numbered = _numbered(kept, keys, table, null_keys)
+                for spec in req.cells:
+                    cells[spec] = self._cells(numbered, values, spec, _non_null(stats_df, values, spec))
+                    grid_clipped[spec] = int(stats_df[_clip_column(req, spec)].sum())
+                for bspec in req.bins:
+                    bins[bspec], grid_clipped[bspec] = self._bins(numbered, values, bspec, len(stats_df))
         kept_rows = int(stats_df["__rows"].sum())
         if outside is None:
             outside = rows_total - null_units - \
                 (int(stats_df["__entered"].sum()) if entered else kept_rows)
         groups = stats_df[list(req.keys)].reset_index(drop=True)
         moments, clipped, nulls, infinite = read_measures(stats_df, req, values)
-        cells = {}
-        for spec in req.cells:
-            cells[spec], clipped[spec] = self._cells(kept, req, values, spec, groups)
-        bins = {}
-        for bspec in req.bins:
-            bins[bspec], clipped[bspec] = self._bins(kept, req, values, bspec, groups)
+        clipped.update(grid_clipped)
         diag = Diagnostics(rows=rows_total, kept_rows=kept_rows,
                            dropped_by_bounding=rows_total - outside - null_units - kept_rows,
                            dropped_by_keys=outside, null_units=null_units, nulls=nulls,
@@ -286,52 +289,76 @@ class DuckDBEngine:
                                rows=stats_df["__rows"].to_numpy(np.int64), moments=moments,
                                cells=cells, bins=bins, diagnostics=diag)
 
-    def _cells(self, kept: str, req: BoundingRequest, values: list[str], spec: Cells,
-               groups: pd.DataFrame) -> tuple[CellWindow, int]:
-        v = f"__v{values.index(spec.column)}"
+    def _cells(self, numbered: str, values: list[str], spec: Cells, n: np.ndarray) -> CellWindow:
+        """The grid cells of `spec` in each group's window; `numbered` is the kept rows `r` with
+        their group number `__g`, `n` the non-null values per group."""
+        v = f"r.__v{values.index(spec.column)}"
         width = (spec.hi - spec.lo) / spec.cells
         cell = f"CAST(round(({_clip(v, spec.lo, spec.hi)} - {spec.lo!r}) / {width!r}) AS BIGINT)"
-        keys = [ident(k) for k in req.keys]
-        key_sel = "".join(f"{k}, " for k in keys)
-        order = "".join(f"{k} NULLS LAST, " for k in keys)
-        part = f"PARTITION BY {', '.join(keys)}" if keys else ""
-        grid = (f"(SELECT {key_sel}{cell} AS __cell, {v} < {spec.lo!r} OR {v} > {spec.hi!r} AS __out"
-                f" FROM {kept} WHERE {v} IS NOT NULL)")
-        bins = (f"SELECT {key_sel}__cell >> {COARSE_SHIFT} AS __k, count(*) AS __cnt,"
-                f" count(*) FILTER (__out) AS __clip FROM {grid} GROUP BY ALL")
-        with self._temp(bins) as coarse:
-            n_clip = self.rows(f"SELECT coalesce(sum(__clip), 0) FROM {coarse}")[0][0]
-            ranked = (f"SELECT *, CAST(sum(__cnt) OVER ({part} ORDER BY __k) AS BIGINT) AS __cum,"
-                      f" CAST(sum(__cnt) OVER ({part}) AS BIGINT) AS __n FROM {coarse}")
-            q, m = float(spec.q), float(spec.margin)
-            near = (f"SELECT * FROM ({ranked}) WHERE CAST(__cum AS DOUBLE) > {q!r} * __n - {m!r}"
-                    f" AND CAST(__cum - __cnt AS DOUBLE) < {q!r} * __n + {m!r}")
-            with self._temp(near) as window:
-                sel_df = self.frame(
-                    f"SELECT {key_sel}min(__k) AS __k0, max(__k) AS __k1, min(__cum - __cnt) AS __below,"
-                    f" any_value(__n) AS __n FROM {window} GROUP BY ALL ORDER BY {order}__k0")
-                # When the noise is wide next to the groups, every window is the whole grid: skip the join.
-                whole = self.rows(f"SELECT (SELECT count(*) FROM {window}) = (SELECT count(*) FROM"
-                                  f" {coarse})")[0][0]
-                on = "".join(f"g.{k} IS NOT DISTINCT FROM w.{k} AND " for k in keys)
-                join = "" if whole else f" JOIN {window} w ON {on}g.__cell >> {COARSE_SHIFT} = w.__k"
-                cells_df = self.frame(
-                    f"SELECT {''.join(f'g.{k}, ' for k in keys)}g.__cell, count(*) AS __count"
-                    f" FROM {grid} g{join}"
-                    f" GROUP BY ALL ORDER BY {''.join(f'g.{k} NULLS LAST, ' for k in keys)}g.__cell")
-        win = cell_window(len(groups), group_index(sel_df, groups, req.keys), sel_df,
-                          group_index(cells_df, groups, req.keys), cells_df)
-        return win, int(n_clip)
+        grid = f"(SELECT __g, {cell} AS __cell FROM {numbered} WHERE {v} IS NOT NULL)"
+        # One BIGINT per (group, cell) (groups x 2^24 cells fit in 63 bits): DuckDB groups it
+        # fastest, and numpy sorts it into group, then cell order.
+        stride = spec.cells + 1
+        cells = f"SELECT g.__g * {stride} + g.__cell AS __key, count(*) AS __count FROM {grid} g"
+        groups = n.size
+        start, stop, below = (np.zeros(groups, dtype=np.int64) for _ in range(3))
+        # Every group's window is its whole grid when the margin exceeds its values: each coarse
+        # bin's rank range then meets (q·n - margin, q·n + margin) (see `Cells`).
+        most = int(n.max()) if n.size else 0
+        if spec.margin > most + 1.0:
+            key, count = self._cell_counts(f"{cells} GROUP BY ALL", most)
+            group, cell_of = np.divmod(key, stride)
+            first = np.flatnonzero(np.diff(group, prepend=-1))
+            last = np.append(first[1:], group.size) - 1 if first.size else first
+            start[group[first]] = (cell_of[first] >> COARSE_SHIFT) << COARSE_SHIFT
+            stop[group[first]] = ((cell_of[last] >> COARSE_SHIFT) + 1) << COARSE_SHIFT
+            return CellWindow(n, start, stop, below, group, cell_of, count)
+        q, m = float(spec.q), float(spec.margin)
+        coarse = f"SELECT __g, __cell >> {COARSE_SHIFT} AS __k, count(*) AS __cnt FROM {grid} GROUP BY ALL"
+        ranked = (f"SELECT *, CAST(sum(__cnt) OVER (PARTITION BY __g ORDER BY __k) AS BIGINT) AS __cum,"
+                  f" CAST(sum(__cnt) OVER (PARTITION BY __g) AS BIGINT) AS __n FROM ({coarse})")
+        near = (f"SELECT __g, __k, __cum - __cnt AS __below FROM ({ranked})"
+                f" WHERE CAST(__cum AS DOUBLE) > {q!r} * __n - {m!r}"
+                f" AND CAST(__cum - __cnt AS DOUBLE) < {q!r} * __n + {m!r}")
+        with self._temp(near) as window:
+            sel = self.arrays(f"SELECT __g, min(__k) AS __k0, max(__k) AS __k1, min(__below) AS __below"
+                              f" FROM {window} GROUP BY __g")
+            key, count = self._cell_counts(f"{cells} JOIN {window} w ON g.__g = w.__g"
+                                           f" AND g.__cell >> {COARSE_SHIFT} = w.__k GROUP BY ALL", most)
+        g = sel["__g"]
+        start[g], stop[g] = sel["__k0"] << COARSE_SHIFT, (sel["__k1"] + 1) << COARSE_SHIFT
+        below[g] = sel["__below"]
+        group, cell_of = np.divmod(key, stride)
+        return CellWindow(n, start, stop, below, group, cell_of, count)
 
-    def _bins(self, kept: str, req: BoundingRequest, values: list[str], spec: Bins,
-              groups: pd.DataFrame) -> tuple[np.ndarray, int]:
-        v = f"__v{values.index(spec.column)}"
-        keys = "".join(f"{ident(k)}, " for k in req.keys)
+    def _cell_counts(self, query: str, most: int) -> tuple[np.ndarray, np.ndarray]:
+        """The (key, count) rows of `query` (keys >= 0 and distinct, counts <= `most`), sorted by
+        key: a count fits in the bits below its key when they fit in 63 bits together, and
+        numpy sorts such packed keys several times faster than it argsorts."""
+        out = self.arrays(query)
+        key, count = out["__key"], out["__count"]
+        bits = max(most, 1).bit_length()
+        if key.size and int(key.max()).bit_length() + bits > 63:
+            order = np.argsort(key)
+            return key[order], count[order]
+        packed = np.sort((key << bits) | count)
+        return packed >> bits, packed & ((1 << bits) - 1)
+
+    def arrays(self, query: str) -> dict[str, np.ndarray]:
+        """The query's result as numpy arrays, integers as int64 (the query has no nulls)."""
+        with duckdb_errors():
+            out = self.sql(query).fetchnumpy()
+        return {c: np.asarray(a, dtype=np.int64) for c, a in out.items()}
+
+    def _bins(self, numbered: str, values: list[str], spec: Bins, groups: int) -> tuple[np.ndarray, int]:
+        """Histogram counts per group (`numbered`: the kept rows `r` with their group number
+        `__g`) and the values clipped into the end bins."""
+        v = f"r.__v{values.index(spec.column)}"
         clip = f"count(*) FILTER ({v} < {spec.edges[0]!r} OR {v} > {spec.edges[-1]!r}) AS __clip"
         inner = spec.edges[1:-1]
         if not inner:
-            df = self.frame(f"SELECT {keys}0 AS __bin, count(*) AS __count, {clip}"
-                            f" FROM {kept} WHERE {v} IS NOT NULL GROUP BY ALL")
+            out = self.arrays(f"SELECT __g, 0 AS __bin, count(*) AS __count, {clip}"
+                              f" FROM {numbered} WHERE {v} IS NOT NULL GROUP BY ALL")
         else:
             # A value's bin is the number of inner edges at or below it: the ASOF join finds the
             # last such edge (edge i carries i + 1), no edge means bin 0.
@@ -339,14 +366,82 @@ class DuckDBEngine:
                      " CAST(generate_subscripts(from_json("
                      f"{_json_literal(inner)}, '[\"DOUBLE\"]'), 1) AS BIGINT) AS __b")
             with self._temp(edges) as table:
-                df = self.frame(
-                    f"SELECT {''.join(f'r.{ident(k)}, ' for k in req.keys)}coalesce(e.__b, 0) AS __bin,"
-                    f" count(*) AS __count, {clip.replace(v, f'r.{v}')} FROM {kept} r"
-                    f" ASOF LEFT JOIN {table} e ON r.{v} >= e.__e WHERE r.{v} IS NOT NULL GROUP BY ALL")
-        gi = group_index(df, groups, req.keys)
-        out = np.zeros((len(groups), len(spec.edges) - 1), dtype=np.int64)
-        np.add.at(out, (gi, df["__bin"].to_numpy(np.int64)), df["__count"].to_numpy(np.int64))
-        return out, int(df["__clip"].sum())
+                out = self.arrays(
+                    f"SELECT __g, coalesce(e.__b, 0) AS __bin, count(*) AS __count, {clip}"
+                    f" FROM {numbered} ASOF LEFT JOIN {table} e ON {v} >= e.__e"
+                    f" WHERE {v} IS NOT NULL GROUP BY ALL")
+        counts = np.zeros((groups, len(spec.edges) - 1), dtype=np.int64)
+        np.add.at(counts, (out["__g"], out["__bin"]), out["__count"])
+        return counts, int(out["__clip"].sum())
+
+
+def _stats_sql(kept: str, req: BoundingRequest, values: list[str], key_table: str | None, *,
+               entered: bool = False) -> str:
+    """Per group of the `kept` rows: rows, units, and the columns `read_measures` reads. A
+    value's nulls are its rows less its count (one aggregate instead of a FILTER); a measure's
+    sum of squares only when it asks for it; with `key_table`, only the groups in the keys;
+    with `entered`, the sum of `__entered`."""
+    keys = [ident(k) for k in req.keys]
+    cols = ["count(*) AS __rows", "count(*) FILTER (__first) AS __units"]
+    if entered:
+        cols.append("sum(__entered) AS __entered")
+    for j in range(len(values)):
+        cols += [f"count(__v{j}) AS __nn{j}", f"count(*) FILTER (isinf(__v{j})) AS __inf{j}"]
+    derived = [f"__rows - __nn{j} AS __null{j}" for j in range(len(values))]
+    for i, meas in enumerate(req.measures):
+        v = f"__v{values.index(meas.column)}"
+        c = _clip(v, meas.lo, meas.hi)
+        cols += [f"coalesce(sum({c}), 0) AS __s{i}", f"{_clipped(v, meas.lo, meas.hi)} AS __c{i}"]
+        if meas.squares:
+            cols.append(f"coalesce(sum(({c}) * ({c})), 0) AS __q{i}")
+        derived.append(f"__nn{values.index(meas.column)} AS __n{i}")
+    for k, spec in enumerate(req.cells):
+        if _clip_column(req, spec) == f"__cc{k}":
+            cols.append(f"{_clipped(f'__v{values.index(spec.column)}', spec.lo, spec.hi)} AS __cc{k}")
+    grouped = f"SELECT {''.join(f'{k}, ' for k in keys)}{', '.join(cols)} FROM {kept}"
+    if keys:
+        grouped += f" GROUP BY {', '.join(keys)}"
+    in_keys = f" WHERE {_in_keys(req, key_table)}" if key_table is not None else ""
+    return f"SELECT *, {', '.join(derived)} FROM ({grouped}){in_keys}" if derived else \
+        f"SELECT * FROM ({grouped}){in_keys}"
+
+
+def _clipped(v: str, lo: float, hi: float) -> str:
+    """The count of values of `v` outside [lo, hi]."""
+    return f"count(*) FILTER ({v} < {lo!r} OR {v} > {hi!r})"
+
+
+def _clip_column(req: BoundingRequest, spec: Cells) -> str:
+    """The stats column counting the values the grid `spec` clips: a measure's with the same
+    column and bounds, else its own (__cc{k})."""
+    for i, m in enumerate(req.measures):
+        if (m.column, m.lo, m.hi) == (spec.column, spec.lo, spec.hi):
+            return f"__c{i}"
+    return f"__cc{req.cells.index(spec)}"
+
+
+def _non_null(stats: pd.DataFrame, values: list[str], spec: Cells) -> np.ndarray:
+    return stats[f"__nn{values.index(spec.column)}"].to_numpy(np.int64)
+
+
+def _ordered(keys: Sequence[str]) -> str:
+    return ", ".join(f"{k} NULLS LAST" for k in keys)
+
+
+def _group_number(keys: Sequence[str]) -> str:
+    """Each group's position in key order (nulls last), from 0."""
+    return f"row_number() OVER (ORDER BY {_ordered(keys)}) - 1" if keys else "0"
+
+
+def _numbered(kept: str, keys: Sequence[str], stats: str, null_keys: bool) -> str:
+    """A FROM clause: the `kept` rows as `r`, each with its group's number `__g` from the
+    per-group table `stats` (groups not in it drop out). Unless a group's key holds a null
+    (`null_keys`), the join compares with `=`, which DuckDB hashes several times faster."""
+    if not keys:
+        return f"(SELECT *, 0 AS __g FROM {kept}) r"
+    same = "IS NOT DISTINCT FROM" if null_keys else "="
+    on = " AND ".join(f"r.{k} {same} s.{k}" for k in keys)
+    return f"{kept} r JOIN (SELECT {', '.join(keys)}, __g FROM {stats}) s ON {on}"
 
 
 def _counts_sql(source: str, req: BoundingRequest) -> str:
@@ -445,7 +540,7 @@ class BoundedDuckDB(BoundedRows):
     """A DuckDB table whose rows are bounded once (`Table.bounded`): at the first aggregate the
     kept rows, every column, are written to a temporary table (which spills to the connection's
     temp_directory when it outgrows memory_limit), dropped when this object goes; every request
-    then reads them, its filters and public keys applied after bounding."""
+    then reads them, its filters applied after bounding and its public keys to the groups."""
 
     def __init__(self, source: DuckDBEngine, bounding: Bounding, seed: int,
                  where: tuple[RowExpression, ...]) -> None:
@@ -473,21 +568,24 @@ class BoundedDuckDB(BoundedRows):
             self.table, self.totals = name, (rows, null_units, rows - null_units - kept)
         return self.table
 
-    def _kept_sql(self, rows: str, req: BoundingRequest, values: list[str],
-                  key_table: str | None) -> str:
-        """The request's kept rows as `_kept_sql` gives them, read from the bounded `rows`."""
+    def _kept_sql(self, rows: str, req: BoundingRequest, values: list[str]) -> str:
+        """The request's kept rows as `_kept_sql` gives them, read from the bounded `rows`, in
+        every group: the public keys select groups after aggregating (`_collect`), which is
+        the same for rows bounded already and cheaper than a semi-join on every row."""
         keys = "".join(f"{ident(k)}, " for k in req.keys)
         first = "__first"
         if req.where and req.max_rows > 1:  # a filter may have dropped the pair's first row
             first = f"row_number() OVER (PARTITION BY {ident(self.bounding.unit)}, {keys}TRUE) = 1"
-        return (f"SELECT {keys}{first} AS __first{_fields(req, values)} FROM {rows}"
-                f" WHERE {_all(req.where)} AND {_in_keys(req, key_table)}")
+        where = f" WHERE {_all(req.where)}" if req.where else ""
+        return f"SELECT {keys}{first} AS __first{_fields(req, values)} FROM {rows}{where}"
 
     def check(self, request: BoundingRequest) -> None:
         self.bounding.check(request)
         stand_in = f"(SELECT *, TRUE AS __first FROM ({self.source._filtered(self.where)}))"
+        values = _value_columns(request)
         with self.source._keys(request) as keys:
-            self.source.sql(self._kept_sql(stand_in, request, _value_columns(request), keys))
+            self.source.sql(_stats_sql(f"({self._kept_sql(stand_in, request, values)})", request,
+                                       values, keys))
 
     def aggregate(self, request: BoundingRequest) -> ExactAggregates:
         self.bounding.check(request)
@@ -499,8 +597,8 @@ class BoundedDuckDB(BoundedRows):
         # As a request without a unit: every bounded row is kept, or outside the keys.
         request = replace(request, unit=None)
         with self.source._keys(request) as keys:
-            kept_sql = self._kept_sql(rows, request, values, keys)
-            exact = self.source._collect(f"({kept_sql})", request, values, (filtered, 0, None))
+            kept_sql = self._kept_sql(rows, request, values)
+            exact = self.source._collect(f"({kept_sql})", request, values, (filtered, 0, None), keys)
         return replace(exact, diagnostics=exact.diagnostics.after_filter(self.totals))
 
 
