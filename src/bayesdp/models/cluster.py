@@ -18,10 +18,10 @@ class KMeans(PrivateMixin, ClusterMixin, TransformerMixin, BaseEstimator):
     """ε-DP k-means: `n_iter` Lloyd steps, each on noisy counts and sums (add/remove neighbours).
 
     Initial centres are placed in the public box `bounds` without looking at the data, by Su et
-    al.'s sphere packing (see `_packing`): a centre in a corner of the box strands its cluster. Each of the
-    `n_iter` iterations (the whole budget: no convergence test reads the data) assigns rows to
-    their nearest centre and releases per-cluster counts and sums of the clipped features with
-    ε/n_iter (DPLloyd: Su et al. 2016, §3; SuLQ k-means: Blum et al. 2005, §5), through
+    al.'s sphere packing (see `_packing`): a centre in a corner of the box strands its cluster.
+    Each of the `n_iter` iterations (the whole budget: no convergence test reads the data) assigns
+    rows to their nearest centre and releases per-cluster counts and sums of the clipped features
+    with ε/n_iter (DPLloyd: Su et al. 2016, §3; SuLQ k-means: Blum et al. 2005, §5), through
     bayesdp.models.moments. A cluster whose noisy count is within 3 noise scales of 0, or under 5%
     of n/k, moves next to the largest cluster's centre (a split of it; post-processing only).
     `labels_` is predict(X) on the training rows: the model applied to the data it was fit on.

@@ -108,14 +108,15 @@ class LogisticRegression(PrivateMixin, ClassifierMixin, BaseEstimator):
 
     Rows are clipped to the public L2 norm `data_norm` and, with an intercept, extended by a 1
     and divided by √(data_norm² + 1), so ‖x‖ <= 1. The objective is (1/n)Σℓ + (Λ/2)‖f‖² with
-    Λ = 1/(nC) on these scaled rows (scikit-learn's C on the original rows is C·(data_norm² + 1)).
+    Λ = 1/(nC) on these scaled rows: on the original rows the ridge of scikit-learn's
+    C/(data_norm² + 1), which here also applies to the intercept (the Jacobian bound needs it).
     Neighbours replace one row (n is public, as in the paper).
 
     - method="objective" (Alg. 2): the ridge is Λ' = max(Λ, c/(n(e^{sε} − 1))), c = 1/4, with
       s = `jacobian_share`(p) <= 1/2 for p coefficients, so ε' = ε − ln(1 + c/(nΛ')) >= (1 − s)ε
       (see `jacobian_epsilon`); C=None (the default) means Λ = 0: only the ridge privacy needs,
-      which shrinks as ε grows. The objective gains
-      b·f/n with b of density ∝ exp(−ε'‖b‖/2) (see `gamma_norm_noise`), so the guarantee is
+      which shrinks as ε grows. The objective gains b·f/n with b of density ∝ exp(−ε'‖b‖/2)
+      (see `gamma_norm_noise`), so the guarantee is
       (ε, δ) with δ the sampler's total variation times (1 + e^ε) (a TV-η perturbation of an
       ε-DP mechanism).
     - method="output" (Alg. 1): the exact minimiser plus noise of L2 sensitivity 2/(nΛ) = 2C
