@@ -104,20 +104,26 @@ def test_categorical_counts_within_sensitivity(monkeypatch: pytest.MonkeyPatch) 
     assert np.abs(a[0][1] - b[0][1]).sum() == 6 <= a[0][0].sensitivity < 6.001
 
 
-@pytest.mark.parametrize("replacement", [np.full(4, 9.0), np.array([-5.0, 0.0, 5.0, 0.0])])
+@pytest.mark.parametrize(
+    ("replacement", "C"),
+    [(np.full(4, 9.0), 0.5), (np.array([-5.0, 0.0, 5.0, 0.0]), 0.5), (np.full(4, 9.0), None)],
+)
 def test_output_perturbation_minimiser_moves_at_most_2C(
-    monkeypatch: pytest.MonkeyPatch, replacement: np.ndarray
+    monkeypatch: pytest.MonkeyPatch, replacement: np.ndarray, C: float | None
 ) -> None:
-    """Chaudhuri et al. 2011, Cor. 8: replacing one row moves the regularised minimiser by <= 2/(nΛ) = 2C."""
+    """Chaudhuri et al. 2011, Cor. 8: replacing one row moves the regularised minimiser by <= 2/(nΛ) = 2C.
+
+    C=None is C = 1 for output perturbation (its ridge is not set by ε).
+    """
     rec = Recorder(monkeypatch)
     x, y = data(200)
     y = (y > 0).astype(int)
     x2, y2 = x.copy(), y.copy()
     x2[0], y2[0] = replacement, 1 - y[0]
-    est = LogisticRegression(method="output", delta=1e-6, C=0.5, data_norm=2.0, classes=[0, 1], tol=1e-12)
+    est = LogisticRegression(method="output", delta=1e-6, C=C, data_norm=2.0, classes=[0, 1], tol=1e-12)
     a, b = rec.run(lambda: est.fit(x, y)), rec.run(lambda: est.fit(x2, y2))
     assert_within_sensitivity(a, b)
-    assert a[0][0].sensitivity == pytest.approx(1.0, rel=1e-5)  # 2C
+    assert a[0][0].sensitivity == pytest.approx(2 * (C or 1.0), rel=1e-5)  # 2C
 
 
 def test_standard_normals_follow_the_normal_law() -> None:
