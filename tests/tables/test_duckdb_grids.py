@@ -122,3 +122,20 @@ def test_public_keys_on_a_bounded_table_count_only_the_kept_groups():
     assert (d.rows, d.kept_rows, d.dropped_by_keys, d.dropped_by_bounding) == (6, 4, 2, 0)
     assert d.nulls == {"v": 1} and list(d.clipped.values()) == [2]
     assert r.to_pandas()["g"].tolist() == ["a", "b", "z"]
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 500.0])  # windows the whole grid, then a narrow one
+def test_a_bounded_table_reads_a_grid_counted_once_as_its_rows_give_it(frame, epsilon):
+    # A filter keeping every row makes the release read the rows themselves; without it the
+    # release reads the grid counted at the first request. Same exact grid: same release.
+    t = bdp.table(frame.assign(h=frame.index % 3), "u").bounded(
+        ["g", "h"], max_groups_per_unit=1, max_rows_per_group=1, rng=bdp.rng_for_tests(4))
+    aggs = dict(md=bdp.quantile("v", 0.5, bounds=(0, 1)), q9=bdp.quantile("v", 0.9, bounds=(0, 1)))
+    runs = [q.agg(**aggs).release(epsilon, 1e-6, rng=bdp.rng_for_tests(6)).to_pandas()
+            for q in (t.group_by(["g", "h"]), t.group_by(["g", "h"]), t.where("u >= 0").group_by(["g", "h"]),
+                      t.group_by(["g", "h"], keys=[("a", 0), ("e", 1), ("z", 2)]))]
+    pd.testing.assert_frame_equal(runs[0], runs[1])
+    pd.testing.assert_frame_equal(runs[0], runs[2])
+    assert len(t.engine.grids) == 1  # one column, one pair of bounds: one grid
+    keyed = runs[3].set_index(["g", "h"])
+    assert keyed.loc[("z", 2), "md"] >= 0.0 and len(keyed) == 3

@@ -247,13 +247,14 @@ class DuckDBEngine:
 
     def _collect(self, kept: str, req: BoundingRequest, values: list[str],
                  counts: tuple[int, int, int | None], key_table: str | None = None, *,
-                 entered: bool = False) -> ExactAggregates:
+                 entered: bool = False, grids: dict[Cells, str] | None = None) -> ExactAggregates:
         """The per-group aggregates of the `kept` rows; `counts` are the rows, the rows with a
         null unit and the rows outside the public keys (None: every row that enters is kept,
         so the rows outside the keys are the rest; with `entered`, the kept rows' `__entered`
         add up to the rows that entered bounding, and the rows outside are the others). With
         `key_table`, only the groups among its keys are kept (the rows of the others are
-        outside the keys)."""
+        outside the keys). `grids[spec]`, when given, is a table of the grid's counts over the
+        kept rows (keys, __cell, __count), read instead of the rows."""
         rows_total, null_units, outside = counts
         keys = [ident(k) for k in req.keys]
         stats = _stats_sql(kept, req, values, key_table, entered=entered)
@@ -270,7 +271,10 @@ class DuckDBEngine:
                 null_keys = bool(stats_df[list(req.keys)].isna().to_numpy().any())
                 numbered = _numbered(kept, keys, table, null_keys)
                 for spec in req.cells:
-                    cells[spec] = self._cells(numbered, values, spec, _non_null(stats_df, values, spec))
+                    n = _non_null(stats_df, values, spec)
+                    cells[spec] = self._cells(numbered, values, spec, n) if grids is None else \
+                        self._cells(_numbered(grids[spec], keys, table, null_keys), values, spec, n,
+                                    counted=True)
                     grid_clipped[spec] = int(stats_df[_clip_column(req, spec)].sum())
                 for bspec in req.bins:
                     bins[bspec], grid_clipped[bspec] = self._bins(numbered, values, bspec, len(stats_df))
@@ -289,32 +293,40 @@ class DuckDBEngine:
                                rows=stats_df["__rows"].to_numpy(np.int64), moments=moments,
                                cells=cells, bins=bins, diagnostics=diag)
 
-    def _cells(self, numbered: str, values: list[str], spec: Cells, n: np.ndarray) -> CellWindow:
+    def _cells(self, numbered: str, values: list[str], spec: Cells, n: np.ndarray, *,
+               counted: bool = False) -> CellWindow:
         """The grid cells of `spec` in each group's window; `numbered` is the kept rows `r` with
-        their group number `__g`, `n` the non-null values per group."""
-        v = f"r.__v{values.index(spec.column)}"
-        width = (spec.hi - spec.lo) / spec.cells
-        cell = f"CAST(round(({_clip(v, spec.lo, spec.hi)} - {spec.lo!r}) / {width!r}) AS BIGINT)"
-        grid = f"(SELECT __g, {cell} AS __cell FROM {numbered} WHERE {v} IS NOT NULL)"
+        their group number `__g` (`counted`: the grid's counts `r.__cell`, `r.__count` instead),
+        `n` the non-null values per group."""
+        if counted:
+            grid, count = f"(SELECT __g, r.__cell, r.__count FROM {numbered})", "sum(g.__count)"
+        else:
+            v = f"r.__v{values.index(spec.column)}"
+            grid, count = f"(SELECT __g, {_cell(v, spec)} AS __cell FROM {numbered} WHERE {v} IS NOT NULL)", \
+                "count(*)"
         # One BIGINT per (group, cell) (groups x 2^24 cells fit in 63 bits): DuckDB groups it
         # fastest, and numpy sorts it into group, then cell order.
         stride = spec.cells + 1
-        cells = f"SELECT g.__g * {stride} + g.__cell AS __key, count(*) AS __count FROM {grid} g"
+        key = f"g.__g * {stride} + g.__cell AS __key"
+        cells = f"SELECT {key}, CAST({count} AS BIGINT) AS __count FROM {grid} g"
         groups = n.size
         start, stop, below = (np.zeros(groups, dtype=np.int64) for _ in range(3))
         # Every group's window is its whole grid when the margin exceeds its values: each coarse
         # bin's rank range then meets (q·n - margin, q·n + margin) (see `Cells`).
         most = int(n.max()) if n.size else 0
         if spec.margin > most + 1.0:
-            key, count = self._cell_counts(f"{cells} GROUP BY ALL", most)
-            group, cell_of = np.divmod(key, stride)
+            # Counted grids hold each (group, cell) once already.
+            whole = f"SELECT {key}, g.__count FROM {grid} g" if counted else f"{cells} GROUP BY ALL"
+            key_of, count_of = self._cell_counts(whole, most)
+            group, cell_of = np.divmod(key_of, stride)
             first = np.flatnonzero(np.diff(group, prepend=-1))
             last = np.append(first[1:], group.size) - 1 if first.size else first
             start[group[first]] = (cell_of[first] >> COARSE_SHIFT) << COARSE_SHIFT
             stop[group[first]] = ((cell_of[last] >> COARSE_SHIFT) + 1) << COARSE_SHIFT
-            return CellWindow(n, start, stop, below, group, cell_of, count)
+            return CellWindow(n, start, stop, below, group, cell_of, count_of)
         q, m = float(spec.q), float(spec.margin)
-        coarse = f"SELECT __g, __cell >> {COARSE_SHIFT} AS __k, count(*) AS __cnt FROM {grid} GROUP BY ALL"
+        coarse = (f"SELECT __g, __cell >> {COARSE_SHIFT} AS __k, CAST({count} AS BIGINT) AS __cnt"
+                  f" FROM {grid} g GROUP BY ALL")
         ranked = (f"SELECT *, CAST(sum(__cnt) OVER (PARTITION BY __g ORDER BY __k) AS BIGINT) AS __cum,"
                   f" CAST(sum(__cnt) OVER (PARTITION BY __g) AS BIGINT) AS __n FROM ({coarse})")
         near = (f"SELECT __g, __k, __cum - __cnt AS __below FROM ({ranked})"
@@ -323,13 +335,14 @@ class DuckDBEngine:
         with self._temp(near) as window:
             sel = self.arrays(f"SELECT __g, min(__k) AS __k0, max(__k) AS __k1, min(__below) AS __below"
                               f" FROM {window} GROUP BY __g")
-            key, count = self._cell_counts(f"{cells} JOIN {window} w ON g.__g = w.__g"
-                                           f" AND g.__cell >> {COARSE_SHIFT} = w.__k GROUP BY ALL", most)
+            key_of, count_of = self._cell_counts(f"{cells} JOIN {window} w ON g.__g = w.__g"
+                                                 f" AND g.__cell >> {COARSE_SHIFT} = w.__k GROUP BY ALL",
+                                                 most)
         g = sel["__g"]
         start[g], stop[g] = sel["__k0"] << COARSE_SHIFT, (sel["__k1"] + 1) << COARSE_SHIFT
         below[g] = sel["__below"]
-        group, cell_of = np.divmod(key, stride)
-        return CellWindow(n, start, stop, below, group, cell_of, count)
+        group, cell_of = np.divmod(key_of, stride)
+        return CellWindow(n, start, stop, below, group, cell_of, count_of)
 
     def _cell_counts(self, query: str, most: int) -> tuple[np.ndarray, np.ndarray]:
         """The (key, count) rows of `query` (keys >= 0 and distinct, counts <= `most`), sorted by
@@ -404,6 +417,12 @@ def _stats_sql(kept: str, req: BoundingRequest, values: list[str], key_table: st
     in_keys = f" WHERE {_in_keys(req, key_table)}" if key_table is not None else ""
     return f"SELECT *, {', '.join(derived)} FROM ({grouped}){in_keys}" if derived else \
         f"SELECT * FROM ({grouped}){in_keys}"
+
+
+def _cell(v: str, spec: Cells) -> str:
+    """The grid cell of `v` (not null): clipped to the bounds, rounded to the grid."""
+    width = (spec.hi - spec.lo) / spec.cells
+    return f"CAST(round(({_clip(v, spec.lo, spec.hi)} - {spec.lo!r}) / {width!r}) AS BIGINT)"
 
 
 def _clipped(v: str, lo: float, hi: float) -> str:
@@ -540,13 +559,16 @@ class BoundedDuckDB(BoundedRows):
     """A DuckDB table whose rows are bounded once (`Table.bounded`): at the first aggregate the
     kept rows, every column, are written to a temporary table (which spills to the connection's
     temp_directory when it outgrows memory_limit), dropped when this object goes; every request
-    then reads them, its filters applied after bounding and its public keys to the groups."""
+    then reads them, its filters applied after bounding and its public keys to the groups.
+    A quantile's grid (counts per group and cell) is counted once per value, bounds and grid and
+    read by every later request without a filter, as the bounded rows are."""
 
     def __init__(self, source: DuckDBEngine, bounding: Bounding, seed: int,
                  where: tuple[RowExpression, ...]) -> None:
         super().__init__(source, bounding, seed, where)
         self.source: DuckDBEngine = source
         self.table: str | None = None
+        self.grids: dict[tuple[str, float, float, int], str] = {}
 
     def is_empty(self, where: tuple[RowExpression, ...] = ()) -> bool:
         if not where:
@@ -596,10 +618,29 @@ class BoundedDuckDB(BoundedRows):
             int(self.source.rows(f"SELECT count(*) FROM {rows} WHERE {_all(request.where)}")[0][0])
         # As a request without a unit: every bounded row is kept, or outside the keys.
         request = replace(request, unit=None)
+        grids = None if request.where else {spec: self._grid(rows, request, spec) for spec in request.cells}
         with self.source._keys(request) as keys:
             kept_sql = self._kept_sql(rows, request, values)
-            exact = self.source._collect(f"({kept_sql})", request, values, (filtered, 0, None), keys)
+            exact = self.source._collect(f"({kept_sql})", request, values, (filtered, 0, None), keys,
+                                         grids=grids)
         return replace(exact, diagnostics=exact.diagnostics.after_filter(self.totals))
+
+    def _grid(self, rows: str, req: BoundingRequest, spec: Cells) -> str:
+        """A table of the counts of the quantile grid `spec` per group and cell over all the
+        bounded `rows`, written at the first request with its value, bounds and grid and read by
+        every later one without a filter: the grid of a column is counted once per table, like
+        its bounding, not once per release."""
+        value = _fields(req, [spec.column])
+        known = (value, spec.lo, spec.hi, spec.cells)
+        if known not in self.grids:
+            keys = "".join(f"{ident(k)}, " for k in req.keys)
+            name = "bdp_grid_" + uuid.uuid4().hex
+            self.source.sql(f"CREATE TEMP TABLE {name} AS SELECT {keys}{_cell('__v0', spec)} AS __cell,"
+                            f" count(*) AS __count FROM (SELECT {keys}TRUE{value} FROM {rows})"
+                            " WHERE __v0 IS NOT NULL GROUP BY ALL")
+            weakref.finalize(self, _drop, self.source, name).atexit = False
+            self.grids[known] = name
+        return self.grids[known]
 
 
 def _drop(engine: DuckDBEngine, table: str) -> None:
