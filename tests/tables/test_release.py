@@ -66,6 +66,17 @@ def test_public_keys_on_a_float32_column_find_their_rows():
     assert (df["n"] > 100).all()
 
 
+@pytest.mark.parametrize("dtype", [np.uint64, np.uint8, np.int16])
+def test_public_keys_on_an_integer_column_of_any_width_find_their_rows(dtype):
+    frame = pd.DataFrame({"u": np.arange(400), "g": np.repeat(np.array([0, 7], dtype=dtype), 200)})
+    r = bdp.table(frame, privacy_unit="u").group_by("g", keys=[7, 0, 3]).agg(n=bdp.count()).release(
+        epsilon=1.0, max_groups_per_unit=1, rng=rng_for_tests(3))
+    df = r.to_pandas()
+    assert list(df["g"]) == [7, 0, 3]
+    # Laplace(1) noise: P(|noise| > 100) = e^-100 per group.
+    assert (df["n"].iloc[:2] > 100).all() and df["n"].iloc[2] < 100
+
+
 def test_private_keys_release_only_selected(events):
     t = bdp.table(events, privacy_unit="user_id").where("revenue >= 0")
     r = t.group_by("campaign").agg(users=bdp.count_units()).release(
