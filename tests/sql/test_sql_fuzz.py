@@ -23,9 +23,11 @@ DATA = pd.DataFrame({"user_id": rng.integers(0, 40, 200), "campaign": rng.choice
 META = {"tables": {"events": {"privacy_unit": "user_id", "max_groups_per_unit": 2, "delta": 1e-5,
                               "columns": {"revenue": {"bounds": [0, 100]}, WEIRD: {"bounds": [0, 5]},
                                           "campaign": {"public": True}}}}}
-# The statements the engine issues: its view of the source, its queries, its temporary tables.
+# The statements the engine issues: its view of the source, its queries, its temporary tables,
+# its count of the rows and null units.
 ENGINE = ('CREATE TEMPORARY VIEW "bdp_source" AS ', 'DROP VIEW IF EXISTS "bdp_source"',
-          "WITH bdp_source AS NOT MATERIALIZED (", "CREATE TEMP TABLE bdp_", "DROP TABLE IF EXISTS bdp_")
+          "WITH bdp_source AS NOT MATERIALIZED (", "CREATE TEMP TABLE bdp_", "DROP TABLE IF EXISTS bdp_",
+          "SELECT count(*), count(*) - count(")
 NAMES = re.compile(r"__duckdb_source_[0-9a-f]+_\d+|df_[0-9a-f]+|bdp_[0-9a-f]{32}")
 
 ident = st.text(st.sampled_from(list("ab_1 \"';-/*\n\\`")), min_size=1, max_size=10)

@@ -199,7 +199,7 @@ class DuckDBEngine:
     def aggregate(self, request: BoundingRequest) -> ExactAggregates:
         values = _value_columns(request)
         source = self._filtered(request.where)
-        rows, null_units = self._counts(source, request)
+        rows, null_units = self._counts(request)
         entered = _counts_entered(request)
         # Without public keys every row with a unit enters bounding; with them and no unit,
         # every row in the keys is kept, so the rows outside are those not kept.
@@ -211,9 +211,12 @@ class DuckDBEngine:
         with self._temp(kept_sql) as kept:
             return self._collect(kept, request, values, totals, entered=entered)
 
-    def _counts(self, source: str, req: BoundingRequest) -> tuple[int, int]:
-        """Rows, rows with a null unit."""
-        rows, null_units = (int(c) for c in self.rows(_counts_sql(source, req))[0])
+    def _counts(self, req: BoundingRequest) -> tuple[int, int]:
+        """Rows, rows with a null unit: an aggregate of the relation itself, which DuckDB runs
+        as one statement (a query over it first binds it under a view's name)."""
+        with duckdb_errors():
+            rel = self.relation.filter(_all(req.where)) if req.where else self.relation
+            rows, null_units = (int(c) for c in rel.aggregate(_count_columns(req)).fetchall()[0])
         return rows, null_units
 
     @contextmanager
@@ -463,10 +466,14 @@ def _numbered(kept: str, keys: Sequence[str], stats: str, null_keys: bool) -> st
     return f"{kept} r JOIN (SELECT {', '.join(keys)}, __g FROM {stats}) s ON {on}"
 
 
-def _counts_sql(source: str, req: BoundingRequest) -> str:
+def _count_columns(req: BoundingRequest) -> str:
     """Rows, rows with a null unit (count(unit), not a FILTER: Parquet metadata answers it)."""
     units = "count(*)" if req.unit is None else f"count({ident(req.unit)})"
-    return f"SELECT count(*), count(*) - {units} FROM ({source})"
+    return f"count(*), count(*) - {units}"
+
+
+def _counts_sql(source: str, req: BoundingRequest) -> str:
+    return f"SELECT {_count_columns(req)} FROM ({source})"
 
 
 def _counts_entered(req: BoundingRequest) -> bool:
