@@ -137,9 +137,13 @@ class DuckDBEngine:
     def __init__(self, relation: duckdb.DuckDBPyRelation) -> None:
         self.relation = relation
         self._key_table: _KeyTable | None = None
+        self._checked: tuple[str, duckdb.DuckDBPyRelation] | None = None
 
     def sql(self, query: str) -> duckdb.DuckDBPyRelation:
-        """The query bound (not run) over the source."""
+        """The query bound (not run) over the source; the one `check` bound is bound once."""
+        checked, self._checked = self._checked, None
+        if checked is not None and checked[0] == query:
+            return checked[1]
         with duckdb_errors():
             rel = self.relation.query(SOURCE, query)
         assert rel is not None
@@ -192,9 +196,15 @@ class DuckDBEngine:
     def check(self, request: BoundingRequest) -> None:
         # Writing the key table casts every key to its column's type: a key the type refuses
         # fails here, before the budget is spent.
+        values, entered = _value_columns(request), _counts_entered(request)
         with self._keys(request) as keys:
-            self.sql(_kept_sql(self._filtered(request.where), request, _value_columns(request),
-                               keys, entered=_counts_entered(request)))
+            kept = _kept_sql(self._filtered(request.where), request, values, keys, entered=entered)
+        if request.cells or request.bins:
+            self.sql(kept)
+            return
+        # The statement a one-pass aggregate runs: bound here, kept for it.
+        query = _by_key(_stats_sql(f"({kept})", request, values, None, entered=entered), request)
+        self._checked = query, self.sql(query)
 
     def aggregate(self, request: BoundingRequest) -> ExactAggregates:
         values = _value_columns(request)
@@ -265,7 +275,7 @@ class DuckDBEngine:
         bins: dict[Bins, np.ndarray] = {}
         grid_clipped: dict[Measure | Cells | Bins, int] = {}
         if not req.cells and not req.bins:
-            stats_df = self.frame(f"{stats} ORDER BY {_ordered(keys)}" if keys else stats)
+            stats_df = self.frame(_by_key(stats, req))
         else:
             # The groups are numbered in key order (__g), so that the grids read group numbers,
             # not keys: a join with the (small) per-group table instead of a sort by key.
@@ -448,6 +458,11 @@ def _non_null(stats: pd.DataFrame, values: list[str], spec: Cells) -> np.ndarray
 
 def _ordered(keys: Sequence[str]) -> str:
     return ", ".join(f"{k} NULLS LAST" for k in keys)
+
+
+def _by_key(stats: str, req: BoundingRequest) -> str:
+    """The per-group `stats` in key order."""
+    return f"{stats} ORDER BY {_ordered([ident(k) for k in req.keys])}" if req.keys else stats
 
 
 def _group_number(keys: Sequence[str]) -> str:
