@@ -17,8 +17,10 @@ group), xor a 64-bit secret, hashed again: the construction of the DuckDB engine
 own hash, computed in the JVM. For one seed the two engines keep different rows, each a uniform
 random choice; the release has the same distribution and the same guarantee on both.
 
-The pairs are persisted (memory and disk) for the duration of one `aggregate` call, so every
-aggregate reads them without a second scan of the data.
+Without grid cells or bins the whole release is one query: the totals of the diagnostics are an
+observation of the pairs as the aggregates read them. With cells or bins, which read the kept rows
+several times, the pairs are persisted (memory and disk) for the duration of one `aggregate`
+call, so every pass reads them without a second scan of the data.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import math
 import os
 import sys
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -35,6 +37,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from bayesdp.errors import BayesdpError, DataError, InvalidParameter
 from bayesdp.expressions import RowExpression
@@ -84,6 +87,17 @@ class SparkEngine:
 
     def __init__(self, frame: DataFrame) -> None:
         self.frame = frame
+        self._keys: tuple[BoundingRequest, DataFrame] | None = None
+
+    def _public(self, req: BoundingRequest) -> DataFrame | None:
+        """The request's public keys as a DataFrame, built once for the same keys: a release
+        checks its request, then aggregates it."""
+        if req.public_keys is None:
+            return None
+        held = self._keys
+        if held is None or held[0].public_keys is not req.public_keys or held[0].keys != req.keys:
+            held = self._keys = (req, _key_frame(self.frame.sparkSession, req, self.frame.schema))
+        return held[1]
 
     def schema(self) -> dict[str, str]:
         return {f.name: f.dataType.simpleString() for f in self.frame.schema.fields}
@@ -124,7 +138,7 @@ class SparkEngine:
             source = source.withColumn(_ROW_UNIT, F.monotonically_increasing_id())
             request = replace(request, unit=_ROW_UNIT)
         seen = None if request.public_keys is None else Observation()
-        return seen, _pairs(source, request, values, seen=seen), request, values
+        return seen, _pairs(source, request, values, self._public(request), seen=seen), request, values
 
     def check(self, request: BoundingRequest) -> None:
         # Spark analyses a plan as it is built: building the pairs binds every column and filter.
@@ -136,6 +150,8 @@ class SparkEngine:
     def aggregate(self, request: BoundingRequest) -> ExactAggregates:
         try:
             seen, pairs, request, values = self._plan(request)
+            if not (request.cells or request.bins):  # one pass over the pairs: one query
+                return _collect(seen, pairs, request, values)
             with _persisted(pairs) as pairs:
                 return _collect(seen, pairs, request, values)
         except _SPARK_ERRORS as exc:
@@ -169,7 +185,7 @@ class BoundedSpark(BoundedRows):
         if self.frame is None:
             req = self.request()
             others = [c for c in self.schema() if c not in (req.unit, *req.keys)]
-            pairs = _pairs(self.source._filtered(self.where), req, others, carry=True)
+            pairs = _pairs(self.source._filtered(self.where), req, others, None, carry=True)
             with _persisted(pairs) as pairs:
                 rows, nulls = (int(x) for x in pairs.agg(
                     F.coalesce(F.sum("__n"), F.lit(0)),
@@ -190,7 +206,7 @@ class BoundedSpark(BoundedRows):
         if req.where and req.max_rows > 1:  # a filter may have dropped the pair's first row
             pair = Window.partitionBy(_col(self.bounding.unit), *keys).orderBy(F.lit(0))
             first = F.row_number().over(pair) == 1
-        rows = _with_in_keys(rows, req, rows.schema)
+        rows = _with_in_keys(rows, req, self.source._public(req))
         return rows.select(*keys, first.alias("__first"), "__in",
                            *[_value(req, c).alias(f"__v{j}") for j, c in enumerate(values)])
 
@@ -210,7 +226,8 @@ class BoundedSpark(BoundedRows):
             with _persisted(rows) as rows:
                 n, inside = (int(x) for x in rows.agg(F.count(F.lit(1)),
                                                      _count_if(F.col("__in"))).collect()[0])
-                exact = _aggregates(rows.where("__in"), request, values, (n, inside, n - inside, 0))
+                exact = _aggregates(rows.where("__in"), request, values,
+                                    lambda: (n, inside, n - inside, 0))
         except _SPARK_ERRORS as exc:
             raise _data_error(exc) from None
         return replace(exact, diagnostics=exact.diagnostics.after_filter(self.totals))
@@ -265,23 +282,37 @@ def _count_if(cond: Column) -> Column:
     return F.count(F.when(cond, 1))
 
 
-def _with_in_keys(frame: DataFrame, req: BoundingRequest, schema: T.StructType, *,
-                  semi: bool = False) -> DataFrame:
-    """`frame` with `__in`: whether the row's key is one of the public keys (always, without
-    public keys; a null key never is); with `semi`, only the rows in the keys. The keys are a
-    broadcast relation joined by equality, never a literal list (which Spark evaluates element
-    by element on every row)."""
-    if req.public_keys is None:
-        return frame if semi else frame.withColumn("__in", F.lit(True))
-    spark = frame.sparkSession
+def _key_frame(spark: SparkSession, req: BoundingRequest, schema: T.StructType) -> DataFrame:
+    """The public keys (__k0, __k1, ..., __hit) in the types of the key columns of `schema`, sent
+    as one Arrow table. Keys that are all integers or all text travel as they are; others as
+    text, cast on the cluster (the query layer has checked that each key suits its column)."""
+    assert req.public_keys is not None
     names = [f"__k{i}" for i in range(len(req.keys))]
-    # Keys travel as text and are cast to the columns' types on the cluster (the query layer has
-    # checked that each key suits its column).
-    text = pd.DataFrame([[None if x is None else _text(x) for x in k] for k in req.public_keys],
-                        columns=names, dtype=object)
-    keys = spark.createDataFrame(text, T.StructType([T.StructField(n, T.StringType()) for n in names]))
-    keys = keys.select(*[F.col(n).cast(schema[k].dataType).alias(n)
+    columns = list(zip(*req.public_keys, strict=True)) or [() for _ in names]
+    table = pa.table({n: _key_array(c) for n, c in zip(names, columns, strict=True)})
+    keys = spark.createDataFrame(table)
+    return keys.select(*[F.col(n).cast(schema[k].dataType).alias(n)
                          for n, k in zip(names, req.keys, strict=True)], F.lit(True).alias("__hit"))
+
+
+def _key_array(values: Sequence[Any]) -> pa.Array:
+    """One key column as Arrow: 64-bit integers or text as they are, anything else as text."""
+    if all((type(x) is int and -(1 << 63) <= x < (1 << 63)) or x is None for x in values):
+        return pa.array(values, pa.int64())
+    if all(type(x) is str or x is None for x in values):
+        return pa.array(values, pa.string())
+    return pa.array([None if x is None else _text(x) for x in values], pa.string())
+
+
+def _with_in_keys(frame: DataFrame, req: BoundingRequest, keys: DataFrame | None, *,
+                  semi: bool = False) -> DataFrame:
+    """`frame` with `__in`: whether the row's key is one of the public `keys` (`_key_frame`;
+    always, without public keys; a null key never is); with `semi`, only the rows in the keys.
+    The keys are a broadcast relation joined by equality, never a literal list (which Spark
+    evaluates element by element on every row)."""
+    if keys is None:
+        return frame if semi else frame.withColumn("__in", F.lit(True))
+    names = [f"__k{i}" for i in range(len(req.keys))]
     on = [frame[f"`{k}`"] == keys[n] for n, k in zip(names, req.keys, strict=True)]
     if semi:
         return frame.join(F.broadcast(keys), on=on, how="left_semi")
@@ -295,20 +326,21 @@ def _text(value: Any) -> str:
         if isinstance(value, bool) else str(value)
 
 
-def _pairs(source: DataFrame, req: BoundingRequest, values: list[str], *,
+def _pairs(source: DataFrame, req: BoundingRequest, values: list[str], keys: DataFrame | None, *,
            carry: bool = False, seen: Observation | None = None) -> DataFrame:
-    """One row per (unit, group): row count, the kept rows, whether the pair is kept. With
-    `carry`, the kept rows hold the columns `values` as they are, not as DOUBLE; `seen`
-    observes the rows (`rows`) and the rows with a unit (`units`) before the public keys."""
+    """One row per (unit, group) of the rows in the public `keys` (`_key_frame`; None: all):
+    row count, the kept rows, whether the pair is kept. With `carry`, the kept rows hold the
+    columns `values` as they are, not as DOUBLE; `seen` observes the rows (`rows`) and the rows
+    with a unit (`units`) before the public keys."""
     assert req.unit is not None
     content = list(dict.fromkeys([req.unit, *req.keys, *value_inputs(req, values)]))
     narrow = source.select(*[_col(c) for c in content])
     if seen is not None:
         narrow = narrow.observe(seen, F.count(F.lit(1)).alias("rows"),
                                 F.count(_col(req.unit)).alias("units"))
-    narrow = _with_in_keys(narrow, req, source.schema, semi=True)
-    keys = [_col(k) for k in req.keys]
-    hashed = narrow.select(_col(req.unit).alias("__u"), *keys,
+    narrow = _with_in_keys(narrow, req, keys, semi=True)
+    by = [_col(k) for k in req.keys]
+    hashed = narrow.select(_col(req.unit).alias("__u"), *by,
                            _keyed_hash([_col(c) for c in content], req.seed).alias("__hr"),
                            *[(_col(c) if carry else _value(req, c)).alias(f"__v{j}")
                              for j, c in enumerate(values)])
@@ -320,11 +352,11 @@ def _pairs(source: DataFrame, req: BoundingRequest, values: list[str], *,
         else:
             ordered = F.array_sort(F.collect_list(F.struct("__hr", *fields)))
             aggs.append(F.slice(ordered, 1, req.max_rows).alias("__kept"))
-    pairs = hashed.groupBy("__u", *keys).agg(*aggs)
+    pairs = hashed.groupBy("__u", *by).agg(*aggs)
     if not req.keys:
         return pairs.withColumn("__keep", F.col("__u").isNotNull())
     # The group hash is computed per pair, not per row.
-    group_hash = _keyed_hash([F.col("__u"), *keys], req.seed >> 64)
+    group_hash = _keyed_hash([F.col("__u"), *by], req.seed >> 64)
     rank = F.row_number().over(Window.partitionBy("__u").orderBy(group_hash))
     return pairs.withColumn("__keep", F.col("__u").isNotNull() & (rank <= req.max_groups))
 
@@ -356,26 +388,35 @@ def _collect(seen: Observation | None, pairs: DataFrame, req: BoundingRequest,
              values: list[str]) -> ExactAggregates:
     """The aggregates of the kept rows of `pairs`; with public keys, the rows and the null
     units come from `seen`, observed while the pairs were built (they hold only the rows in
-    the keys)."""
+    the keys). The totals of the pairs are a query of their own when the pairs are persisted
+    (cells or bins read them again), else an observation of the aggregates' query."""
     assert req.unit is not None
-    entered, kept, null_units = (int(x) for x in pairs.agg(
-        F.coalesce(F.sum(F.when(F.col("__u").isNotNull(), F.col("__n"))), F.lit(0)),
-        F.coalesce(F.sum(F.when(F.col("__keep"), F.least("__n", F.lit(req.max_rows)))), F.lit(0)),
-        F.coalesce(F.sum(F.when(F.col("__u").isNull(), F.col("__n"))), F.lit(0)),
-    ).collect()[0])
-    rows_total = entered + null_units
-    if seen is not None:  # the pairs' first action above filled it
-        rows_total = int(seen.get["rows"])
-        null_units = rows_total - int(seen.get["units"])
-    return _aggregates(_kept_rows(pairs, req, values), req, values,
-                       (rows_total, kept, rows_total - null_units - entered, null_units))
+    totals = [F.coalesce(F.sum(F.when(F.col("__u").isNotNull(), F.col("__n"))), F.lit(0)),
+              F.coalesce(F.sum(F.when(F.col("__keep"), F.least("__n", F.lit(req.max_rows)))), F.lit(0)),
+              F.coalesce(F.sum(F.when(F.col("__u").isNull(), F.col("__n"))), F.lit(0))]
+    observed = None if req.cells or req.bins else Observation()
+    if observed is None:
+        queried = list(pairs.agg(*totals).collect()[0])
+    else:
+        pairs = pairs.observe(observed, *[t.alias(f"t{i}") for i, t in enumerate(totals)])
+
+    def counts() -> tuple[int, int, int, int]:
+        got = queried if observed is None else [observed.get[f"t{i}"] for i in range(len(totals))]
+        entered, kept, null_units = (int(x) for x in got)
+        rows_total = entered + null_units
+        if seen is not None:  # the pairs' query filled it
+            rows_total = int(seen.get["rows"])
+            null_units = rows_total - int(seen.get["units"])
+        return rows_total, kept, rows_total - null_units - entered, null_units
+
+    return _aggregates(_kept_rows(pairs, req, values), req, values, counts)
 
 
 def _aggregates(rows: DataFrame, req: BoundingRequest, values: list[str],
-                counts: tuple[int, int, int, int]) -> ExactAggregates:
-    """The per-group aggregates of the kept `rows` (keys, __first, __v0, ...), with the counts
-    (rows, kept rows, rows outside the keys, rows with a null unit) for the diagnostics."""
-    rows_total, kept, by_keys, null_units = counts
+                counts: Callable[[], tuple[int, int, int, int]]) -> ExactAggregates:
+    """The per-group aggregates of the kept `rows` (keys, __first, __v0, ...), with `counts`
+    (rows, kept rows, rows outside the keys, rows with a null unit; read once the first query
+    over `rows` has run) for the diagnostics."""
     cols = [_count_if(F.col("__first")).alias("__units"), F.count(F.lit(1)).alias("__rows")]
     for i, meas in enumerate(req.measures):
         v = F.col(f"__v{values.index(meas.column)}")
@@ -388,6 +429,7 @@ def _aggregates(rows: DataFrame, req: BoundingRequest, values: list[str],
         cols += [_count_if(v.isNull()).alias(f"__null{j}"),
                  _count_if(v.isin(math.inf, -math.inf)).alias(f"__inf{j}")]
     stats = _grouped(rows, req.keys, cols)
+    rows_total, kept, by_keys, null_units = counts()
     groups = stats[list(req.keys)].reset_index(drop=True)
     moments, clipped, nulls, infinite = read_measures(stats, req, values)
     cells = {}
@@ -437,12 +479,17 @@ def _persisted(frame: DataFrame) -> Iterator[DataFrame]:
 def _grouped(rows: DataFrame, by: Sequence[str], cols: list[Column]) -> pd.DataFrame:
     """Aggregate per group on the cluster; collect the (small) result sorted by key, nulls last."""
     keys = [_col(k) for k in by]
-    return _collect_sorted(rows.groupBy(*keys).agg(*cols) if keys else rows.agg(*cols), by)
+    return _collect_sorted(rows.groupBy(*keys).agg(*cols) if keys else rows.agg(*cols), by,
+                           one_partition=True)
 
 
-def _collect_sorted(frame: DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    """`frame` (small) on the driver, sorted by the columns `by`, nulls last."""
-    ordered = frame.orderBy(*[_col(k).asc_nulls_last() for k in by]) if by else frame
+def _collect_sorted(frame: DataFrame, by: Sequence[str], *, one_partition: bool = False) -> pd.DataFrame:
+    """`frame` (small) on the driver, sorted by the columns `by`, nulls last. With
+    `one_partition` (a row per group) the sort is one task: no sampling job to partition it by
+    ranges, which would compute `frame` twice."""
+    order = [_col(k).asc_nulls_last() for k in by]
+    ordered = frame if not by else frame.repartition(1).sortWithinPartitions(*order) \
+        if one_partition else frame.orderBy(*order)
     if hasattr(ordered, "toArrow"):  # pyspark >= 4: columnar transfer, no Row objects
         out: pd.DataFrame = ordered.toArrow().to_pandas()
         return out
