@@ -289,14 +289,19 @@ def _key_frame(spark: SparkSession, req: BoundingRequest, schema: T.StructType) 
     assert req.public_keys is not None
     names = [f"__k{i}" for i in range(len(req.keys))]
     columns = list(zip(*req.public_keys, strict=True)) or [() for _ in names]
-    table = pa.table({n: _key_array(c) for n, c in zip(names, columns, strict=True)})
+    table = pa.table({n: _key_array(c, schema[k].dataType)
+                      for n, c, k in zip(names, columns, req.keys, strict=True)})
     keys = spark.createDataFrame(table)
     return keys.select(*[F.col(n).cast(schema[k].dataType).alias(n)
                          for n, k in zip(names, req.keys, strict=True)], F.lit(True).alias("__hit"))
 
 
-def _key_array(values: Sequence[Any]) -> pa.Array:
-    """One key column as Arrow: 64-bit integers or text as they are, anything else as text."""
+def _key_array(values: Sequence[Any], column: T.DataType) -> pa.Array:
+    """One key column as Arrow: 64-bit integers or text as they are, anything else as text. For
+    an integer column a float key is integral (the query layer checks it) and goes as an integer:
+    Spark does not cast the text '2.0' to an integer."""
+    if isinstance(column, T.IntegralType):
+        values = [int(x) if type(x) is float else x for x in values]
     if all((type(x) is int and -(1 << 63) <= x < (1 << 63)) or x is None for x in values):
         return pa.array(values, pa.int64())
     if all(type(x) is str or x is None for x in values):
