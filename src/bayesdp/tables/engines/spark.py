@@ -82,12 +82,18 @@ _READERS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "csv
             ".json": "json", ".jsonl": "json", ".ndjson": "json", ".orc": "orc"}
 
 
+# A request's pairs, not yet run: the observation of the source's rows and units (with public
+# keys), the pairs, the request as run, its value columns.
+_Plan = tuple[Observation | None, DataFrame, BoundingRequest, list[str]]
+
+
 class SparkEngine:
     """Runs bounded aggregations on a Spark DataFrame (a lake table, a file scan, a query)."""
 
     def __init__(self, frame: DataFrame) -> None:
         self.frame = frame
         self._keys: tuple[BoundingRequest, DataFrame] | None = None
+        self._checked: tuple[BoundingRequest, _Plan] | None = None
 
     def _public(self, req: BoundingRequest) -> DataFrame | None:
         """The request's public keys as a DataFrame, built once for the same keys: a release
@@ -128,8 +134,7 @@ class SparkEngine:
         except _SPARK_ERRORS as exc:
             raise _data_error(exc) from None
 
-    def _plan(self, request: BoundingRequest) -> tuple[Observation | None, DataFrame,
-                                                       BoundingRequest, list[str]]:
+    def _plan(self, request: BoundingRequest) -> _Plan:
         """The request's (unit, group) pairs, not yet run, with the observation of the source's
         rows and units they make with public keys, the request as run, its value columns."""
         values = _values(request)
@@ -142,14 +147,18 @@ class SparkEngine:
 
     def check(self, request: BoundingRequest) -> None:
         # Spark analyses a plan as it is built: building the pairs binds every column and filter.
+        # The plan is kept for the aggregate of this request, which follows (building it costs
+        # hundreds of calls to the JVM).
         try:
-            self._plan(request)
+            self._checked = (request, self._plan(request))
         except _SPARK_ERRORS as exc:
             raise _data_error(exc) from None
 
     def aggregate(self, request: BoundingRequest) -> ExactAggregates:
+        checked, self._checked = self._checked, None
         try:
-            seen, pairs, request, values = self._plan(request)
+            plan = checked[1] if checked is not None and checked[0] is request else self._plan(request)
+            seen, pairs, request, values = plan
             if not (request.cells or request.bins):  # one pass over the pairs: one query
                 return _collect(seen, pairs, request, values)
             with _persisted(pairs) as pairs:
