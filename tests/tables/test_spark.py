@@ -21,6 +21,7 @@ from test_release import AGGS  # the same aggregates as the DuckDB release tests
 import bayesdp.tables as bdp
 from bayesdp import rng_for_tests
 from bayesdp.errors import DataError, InvalidParameter
+from bayesdp.expressions import row_expression
 from bayesdp.tables.engines import Bins, BoundingRequest, Cells, DuckDBEngine, Measure
 from bayesdp.tables.quantiles import QUANTILE_CELLS
 
@@ -262,3 +263,25 @@ def test_public_keys_of_each_type_match_duckdb(spark):
         # The engines hand dates to pandas as different types; the groups' order is the keys'.
         _same(on_spark, dataclasses.replace(on_duckdb, groups=on_spark.groups))
         assert len(on_spark.groups) == len(on_duckdb.groups), key
+
+
+@pytest.mark.slow
+def test_diagnostics_when_no_row_is_in_the_keys(spark, data):
+    """With adaptive execution (Spark's default; the test session turns it off) a query stage
+    that writes no rows is dropped from the final plan with the metrics it observed: the counts
+    of the diagnostics come from a query then, and stay exact."""
+    from bayesdp.tables.engines.spark import SparkEngine
+
+    cases = [(("zz",),), (), (("c0",),)]
+    filters = [(), (), (row_expression("revenue > 1000", list(data.columns)),)]
+    spark.conf.set("spark.sql.adaptive.enabled", "true")
+    try:
+        for public, where in zip(cases, filters, strict=True):
+            for cells in ((), (CELLS,)):
+                req = BoundingRequest("user_id", ("campaign",), 2, 1, seed=5, public_keys=public,
+                                      measures=(MEASURE,), cells=cells, where=where)
+                d = SparkEngine(spark.createDataFrame(data)).aggregate(req).diagnostics
+                assert d == DuckDBEngine(duckdb.connect().from_df(data)).aggregate(req).diagnostics
+                assert d.kept_rows == 0 and d.rows == (0 if where else len(data))
+    finally:
+        spark.conf.set("spark.sql.adaptive.enabled", "false")

@@ -84,7 +84,30 @@ _READERS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "csv
 
 # A request's pairs, not yet run: the observation of the source's rows and units (with public
 # keys), the pairs, the request as run, its value columns.
-_Plan = tuple[Observation | None, DataFrame, BoundingRequest, list[str]]
+_Plan = tuple["_Observed | None", DataFrame, BoundingRequest, list[str]]
+
+
+class _Observed:
+    """Aggregates of a frame observed as a query reads it (`DataFrame.observe`): no pass of
+    their own."""
+
+    def __init__(self, *columns: Column) -> None:
+        self.columns, self.observation = columns, Observation()
+        self.frame: DataFrame | None = None
+
+    def on(self, frame: DataFrame) -> DataFrame:
+        self.frame = frame
+        return frame.observe(self.observation, *self.columns)
+
+    def values(self) -> list[Any]:
+        """The aggregates, once the query has run. When a stage of the query wrote no rows,
+        adaptive execution drops it from the final plan, and the metrics it observed with it
+        (Spark then fails its own assertion): a query of the frame computes them instead."""
+        assert self.frame is not None
+        try:
+            return list(self.observation.get.values())
+        except _SPARK_ERRORS:
+            return list(self.frame.agg(*self.columns).collect()[0])
 
 
 class SparkEngine:
@@ -142,7 +165,9 @@ class SparkEngine:
         if request.unit is None:  # every row is a unit: a unique id makes each row its own pair
             source = source.withColumn(_ROW_UNIT, F.monotonically_increasing_id())
             request = replace(request, unit=_ROW_UNIT)
-        seen = None if request.public_keys is None else Observation()
+        assert request.unit is not None
+        seen = None if request.public_keys is None else \
+            _Observed(F.count(F.lit(1)).alias("rows"), F.count(_col(request.unit)).alias("units"))
         return seen, _pairs(source, request, values, self._public(request), seen=seen), request, values
 
     def check(self, request: BoundingRequest) -> None:
@@ -341,17 +366,16 @@ def _text(value: Any) -> str:
 
 
 def _pairs(source: DataFrame, req: BoundingRequest, values: list[str], keys: DataFrame | None, *,
-           carry: bool = False, seen: Observation | None = None) -> DataFrame:
+           carry: bool = False, seen: _Observed | None = None) -> DataFrame:
     """One row per (unit, group) of the rows in the public `keys` (`_key_frame`; None: all):
     row count, the kept rows, whether the pair is kept. With `carry`, the kept rows hold the
-    columns `values` as they are, not as DOUBLE; `seen` observes the rows (`rows`) and the rows
-    with a unit (`units`) before the public keys."""
+    columns `values` as they are, not as DOUBLE; `seen` observes the source's rows before the
+    public keys."""
     assert req.unit is not None
     content = list(dict.fromkeys([req.unit, *req.keys, *value_inputs(req, values)]))
     narrow = source.select(*[_col(c) for c in content])
     if seen is not None:
-        narrow = narrow.observe(seen, F.count(F.lit(1)).alias("rows"),
-                                F.count(_col(req.unit)).alias("units"))
+        narrow = seen.on(narrow)
     narrow = _with_in_keys(narrow, req, keys, semi=True)
     by = [_col(k) for k in req.keys]
     hashed = narrow.select(_col(req.unit).alias("__u"), *by,
@@ -398,29 +422,30 @@ def _kept_rows(pairs: DataFrame, req: BoundingRequest, values: list[str], *,
                        *[F.col(f"__r.{f}").alias(n) for f, n in zip(fields, names, strict=True)])
 
 
-def _collect(seen: Observation | None, pairs: DataFrame, req: BoundingRequest,
+def _collect(seen: _Observed | None, pairs: DataFrame, req: BoundingRequest,
              values: list[str]) -> ExactAggregates:
     """The aggregates of the kept rows of `pairs`; with public keys, the rows and the null
     units come from `seen`, observed while the pairs were built (they hold only the rows in
     the keys). The totals of the pairs are a query of their own when the pairs are persisted
     (cells or bins read them again), else an observation of the aggregates' query."""
     assert req.unit is not None
-    totals = [F.coalesce(F.sum(F.when(F.col("__u").isNotNull(), F.col("__n"))), F.lit(0)),
-              F.coalesce(F.sum(F.when(F.col("__keep"), F.least("__n", F.lit(req.max_rows)))), F.lit(0)),
-              F.coalesce(F.sum(F.when(F.col("__u").isNull(), F.col("__n"))), F.lit(0))]
-    observed = None if req.cells or req.bins else Observation()
-    if observed is None:
-        queried = list(pairs.agg(*totals).collect()[0])
+    totals = _Observed(
+        F.coalesce(F.sum(F.when(F.col("__u").isNotNull(), F.col("__n"))), F.lit(0)).alias("entered"),
+        F.coalesce(F.sum(F.when(F.col("__keep"), F.least("__n", F.lit(req.max_rows)))),
+                   F.lit(0)).alias("kept"),
+        F.coalesce(F.sum(F.when(F.col("__u").isNull(), F.col("__n"))), F.lit(0)).alias("nulls"))
+    if req.cells or req.bins:
+        queried = list(pairs.agg(*totals.columns).collect()[0])
     else:
-        pairs = pairs.observe(observed, *[t.alias(f"t{i}") for i, t in enumerate(totals)])
+        pairs = totals.on(pairs)
 
     def counts() -> tuple[int, int, int, int]:
-        got = queried if observed is None else [observed.get[f"t{i}"] for i in range(len(totals))]
+        got = queried if req.cells or req.bins else totals.values()
         entered, kept, null_units = (int(x) for x in got)
         rows_total = entered + null_units
-        if seen is not None:  # the pairs' query filled it
-            rows_total = int(seen.get["rows"])
-            null_units = rows_total - int(seen.get["units"])
+        if seen is not None:  # the pairs' query observed them
+            rows_total, units = (int(x) for x in seen.values())
+            null_units = rows_total - units
         return rows_total, kept, rows_total - null_units - entered, null_units
 
     return _aggregates(_kept_rows(pairs, req, values), req, values, counts)
