@@ -461,8 +461,9 @@ def _aggregates(rows: DataFrame, req: BoundingRequest, values: list[str],
         v = F.col(f"__v{values.index(meas.column)}")
         c = _clip(v, meas.lo, meas.hi)
         cols += [F.count(v).alias(f"__n{i}"), F.coalesce(F.sum(c), F.lit(0.0)).alias(f"__s{i}"),
-                 F.coalesce(F.sum(c * c), F.lit(0.0)).alias(f"__q{i}"),
                  _count_if((v < meas.lo) | (v > meas.hi)).alias(f"__c{i}")]
+        if meas.squares:  # else no aggregate reads it (read_measures leaves it NaN)
+            cols.append(F.coalesce(F.sum(c * c), F.lit(0.0)).alias(f"__q{i}"))
     for j in range(len(values)):
         v = F.col(f"__v{j}")
         cols += [_count_if(v.isNull()).alias(f"__null{j}"),
