@@ -285,3 +285,20 @@ def test_diagnostics_when_no_row_is_in_the_keys(spark, data):
                 assert d.kept_rows == 0 and d.rows == (0 if where else len(data))
     finally:
         spark.conf.set("spark.sql.adaptive.enabled", "false")
+
+
+@pytest.mark.parametrize("column", ["d", "t"])
+def test_public_keys_on_a_date_column_find_their_rows_on_spark(spark, column):
+    from test_release import DATED
+
+    frame = spark.createDataFrame(duckdb.sql(DATED).df())
+    keys = {"d": ["2024-01-01", "2024-01-02", "2024-01-03"],
+            "t": ["2024-01-01 05:00", "2024-01-01T06:00:00", "2024-01-01 07:00"]}[column]
+    if column == "d":
+        frame = frame.withColumn("d", frame["d"].cast("date"))
+    r = bdp.table(frame, privacy_unit="u").group_by(column, keys=keys).agg(n=bdp.count()) \
+        .release(epsilon=1.0, max_groups_per_unit=1, rng=rng_for_tests(3))
+    df = r.to_pandas()
+    assert list(df[column]) == keys
+    # Laplace(1) noise: P(|noise| > 100) = e^-100 per group.
+    assert (df["n"].iloc[:2] > 100).all() and df["n"].iloc[2] < 100

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
 import warnings
@@ -200,6 +201,8 @@ def _public_keys(keys: Sequence[Any], width: int) -> tuple[tuple[Any, ...], ...]
 _INTEGER_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
                   "UINTEGER", "UBIGINT", "UHUGEINT", "INT", "LONG", "SHORT", "BYTE")
 _TEXT_TYPES = ("VARCHAR", "STRING", "TEXT", "CHAR", "BPCHAR")
+_DATE_TYPES = ("DATE", "TIMESTAMP", "DATETIME", "TIMESTAMP_NS", "TIMESTAMP_MS", "TIMESTAMP_S",
+               "TIMESTAMP_NTZ", "TIMESTAMPTZ", "TIMESTAMP WITH TIME ZONE")
 
 
 def _check_key_type(engine: Engine, column: str, values: list[Any]) -> None:
@@ -219,12 +222,39 @@ def _check_key_type(engine: Engine, column: str, values: list[Any]) -> None:
             allowed = "an integer" if kind in _INTEGER_TYPES else "a finite number"
         elif kind in _TEXT_TYPES:
             ok, allowed = isinstance(v, str), "a string"
-        else:  # dates, times, ...: the engine casts the key's text to the column's type
+        elif kind in _DATE_TYPES:  # matched as the engine casts them: pandas must read them too
+            ok = isinstance(v, str | datetime.date) and not pd.isna(pd.to_datetime(v, errors="coerce"))
+            allowed = "a date (a datetime.date or text such as '2024-01-31')"
+        else:  # times, decimals, ...: the engine casts the key's text to the column's type
             ok, allowed = isinstance(v, str | int | float) and not isinstance(v, bool), \
                 "a string, integer or number the engine can cast"
         if not ok:
             raise invalid("keys", v, f"{allowed}, like the values of group column {column!r} "
                                      f"({declared})")
+
+
+def _as_dates(public: pd.DataFrame, groups: pd.DataFrame,
+              schema: dict[str, str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Key columns of a date or timestamp column as pandas timestamps on both sides: keys come as
+    text or dates, the engine's groups as datetime64 (DuckDB) or dates (Spark); a DATE column
+    truncates a key's time of day, as the engine's cast did, and a zoned one reads it in the zone
+    the engine returns (its session's, in which it cast the key)."""
+    dates = [c for c in public.columns if schema[c].split("(")[0].upper() in _DATE_TYPES]
+    if not dates:
+        return public, groups
+    public, groups = public.copy(), groups.copy()
+    for c in dates:
+        try:
+            keys = pd.to_datetime(public[c], format="mixed")
+        except ValueError:  # keys with different UTC offsets
+            keys = pd.to_datetime(public[c], format="mixed", utc=True)
+        found = pd.to_datetime(groups[c])
+        if schema[c].upper() == "DATE":
+            keys = keys.dt.normalize()
+        if found.dt.tz is not None:  # the engine read a key without a zone in its session's zone
+            keys = keys.dt.tz_localize(found.dt.tz) if keys.dt.tz is None else keys.dt.tz_convert(found.dt.tz)
+        public[c], groups[c] = keys, found
+    return public, groups
 
 
 def _column_types(public: pd.DataFrame, groups: pd.DataFrame) -> dict[str, Any]:
@@ -424,9 +454,10 @@ class Query:
             return keep, groups.iloc[keep].reset_index(drop=True)
         public = self._public_frame
         found = groups.assign(__gi=np.arange(len(groups)))
+        keys, found = _as_dates(public, found, self.table.engine.schema())
         try:
-            merged = public.astype(_column_types(public, found)).merge(
-                found, on=list(self.by), how="left", sort=False)
+            merged = keys.astype(_column_types(keys, found)).merge(found, on=list(self.by), how="left",
+                                                                   sort=False)
         except (ValueError, TypeError) as exc:
             raise DataError("public keys do not match the type of the group columns",
                             private_detail=str(exc)) from None

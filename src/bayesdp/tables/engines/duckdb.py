@@ -119,7 +119,8 @@ def ident(name: str) -> str:
 
 def _json_literal(values: Sequence[Any]) -> str:
     """A SQL string literal holding `values` as a JSON array (one token, parsed at once)."""
-    return "'" + json.dumps(list(values), allow_nan=False).replace("'", "''") + "'"
+    # default=str: a date key travels as its ISO text, which the key column's type casts back.
+    return "'" + json.dumps(list(values), allow_nan=False, default=str).replace("'", "''") + "'"
 
 
 class _KeyTable(NamedTuple):
