@@ -677,23 +677,4 @@ def _all(where: Sequence[RowExpression]) -> str:
     return " AND ".join(f"({w.sql('duckdb')})" for w in where) or "TRUE"
 
 
-def group_index(df: pd.DataFrame, groups: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
-    """Positions in `groups` of the key rows of `df` (every key of df is in groups)."""
-    if not keys:
-        return np.zeros(len(df), dtype=np.int64)
-    if df.empty:
-        return np.zeros(0, dtype=np.int64)
-    # Rows come in runs of equal keys (sorted by key): look up one row per run.
-    change = np.zeros(len(df), dtype=bool)
-    change[0] = True
-    for c in keys:
-        col, prev = df[c], df[c].shift()
-        same = (col == prev) | (col.isna() & prev.isna())
-        change |= ~same.to_numpy(dtype=bool)
-    starts = np.flatnonzero(change)
-    index = groups.assign(__gi=np.arange(len(groups)))
-    runs = df[list(keys)].iloc[starts].merge(index, on=list(keys), how="left", sort=False)
-    return np.repeat(runs["__gi"].to_numpy(np.int64), np.diff(np.append(starts, len(df))))
-
-
 __all__ = ["BoundedDuckDB", "DuckDBEngine", "connect", "duckdb_errors", "ident", "keyed_hashes"]

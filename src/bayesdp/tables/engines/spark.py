@@ -59,7 +59,6 @@ from bayesdp.tables.engines.base import (
     read_measures,
     value_inputs,
 )
-from bayesdp.tables.engines.duckdb import group_index
 
 try:
     from py4j.protocol import Py4JJavaError
@@ -609,6 +608,25 @@ def session_for(master: str | None = None) -> SparkSession:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     return (SparkSession.builder.master(master or "local[*]").appName("bayesdp")
             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+
+
+def group_index(df: pd.DataFrame, groups: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
+    """Positions in `groups` of the key rows of `df` (every key of df is in groups)."""
+    if not keys:
+        return np.zeros(len(df), dtype=np.int64)
+    if df.empty:
+        return np.zeros(0, dtype=np.int64)
+    # Rows come in runs of equal keys (sorted by key): look up one row per run.
+    change = np.zeros(len(df), dtype=bool)
+    change[0] = True
+    for c in keys:
+        col, prev = df[c], df[c].shift()
+        same = (col == prev) | (col.isna() & prev.isna())
+        change |= ~same.to_numpy(dtype=bool)
+    starts = np.flatnonzero(change)
+    index = groups.assign(__gi=np.arange(len(groups)))
+    runs = df[list(keys)].iloc[starts].merge(index, on=list(keys), how="left", sort=False)
+    return np.repeat(runs["__gi"].to_numpy(np.int64), np.diff(np.append(starts, len(df))))
 
 
 __all__ = ["BoundedSpark", "SparkEngine", "session_for", "spark_engine"]
