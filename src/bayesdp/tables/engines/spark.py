@@ -88,25 +88,28 @@ _Plan = tuple["_Observed | None", DataFrame, BoundingRequest, list[str]]
 
 class _Observed:
     """Aggregates of a frame observed as a query reads it (`DataFrame.observe`): no pass of
-    their own."""
+    their own; or, with `observe=False`, a query of their own once asked."""
 
     def __init__(self, *columns: Column) -> None:
         self.columns, self.observation = columns, Observation()
         self.frame: DataFrame | None = None
+        self.observed = False
 
-    def on(self, frame: DataFrame) -> DataFrame:
-        self.frame = frame
-        return frame.observe(self.observation, *self.columns)
+    def on(self, frame: DataFrame, *, observe: bool = True) -> DataFrame:
+        self.frame, self.observed = frame, observe
+        return frame.observe(self.observation, *self.columns) if observe else frame
 
     def values(self) -> list[Any]:
         """The aggregates, once the query has run. When a stage of the query wrote no rows,
         adaptive execution drops it from the final plan, and the metrics it observed with it
         (Spark then fails its own assertion): a query of the frame computes them instead."""
         assert self.frame is not None
-        try:
-            return list(self.observation.get.values())
-        except _SPARK_ERRORS:
-            return list(self.frame.agg(*self.columns).collect()[0])
+        if self.observed:
+            try:
+                return list(self.observation.get.values())
+            except _SPARK_ERRORS:
+                pass
+        return list(self.frame.agg(*self.columns).collect()[0])
 
 
 class SparkEngine:
@@ -374,7 +377,9 @@ def _pairs(source: DataFrame, req: BoundingRequest, values: list[str], keys: Dat
     content = list(dict.fromkeys([req.unit, *req.keys, *value_inputs(req, values)]))
     narrow = source.select(*[_col(c) for c in content])
     if seen is not None:
-        narrow = seen.on(narrow)
+        # A query of its own: observed here, before the semi-join with the keys, the whole
+        # source's rows would go through the observation (0.5 s of a 1.7 s release at 10M rows).
+        narrow = seen.on(narrow, observe=False)
     narrow = _with_in_keys(narrow, req, keys, semi=True)
     by = [_col(k) for k in req.keys]
     hashed = narrow.select(_col(req.unit).alias("__u"), *by,
