@@ -82,3 +82,22 @@ def test_public_keys_on_parquet_count_the_source_as_duckdb_does(spark, files):
     assert (d.rows, d.null_units, d.dropped_by_keys) == (ref.rows, ref.null_units, ref.dropped_by_keys) == \
         (833, 119, ref.dropped_by_keys)
     assert ref.dropped_by_keys > 0
+
+
+def test_public_keys_on_parquet_run_no_count_job(spark, files):
+    """The aggregate with public keys on a bare Parquet scan runs the broadcast of the keys and
+    the aggregate itself: the source's rows and units need no job (a query of their own before)."""
+    from bayesdp.tables.engines.spark import SparkEngine
+
+    req = BoundingRequest("user_id", ("grp",), 2, 1, seed=7, public_keys=((1,), (4,)),
+                          measures=(Measure("v", 0.0, 10.0),))
+    engine = SparkEngine(spark.read.parquet(str(files / "data")))
+    engine.check(req)
+    sc = spark.sparkContext
+    sc.setJobGroup("footers", "an aggregate with public keys on Parquet")
+    try:
+        d = engine.aggregate(req).diagnostics
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    assert len(sc.statusTracker().getJobIdsForGroup("footers")) == 2
+    assert (d.rows, d.null_units) == (833, 119)

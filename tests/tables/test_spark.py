@@ -240,6 +240,35 @@ def test_measures_alone_are_one_query(spark, data, public):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("public", [None, (("c0",), ("c1",), ("c2",), ("zz",))])
+def test_a_bounded_table_answers_measures_alone_in_one_query(spark, data, public):
+    """On a table bounded once, a request without cells or bins is one Spark query over the
+    persisted rows (plus the keys' broadcast): the public keys select groups after aggregating.
+    It gives what the path that persists the request's rows gives on the same bounded rows."""
+    from bayesdp.tables.engines.base import Bounding
+    from bayesdp.tables.engines.spark import SparkEngine
+
+    bounded = SparkEngine(spark.createDataFrame(data)).bounded(Bounding("user_id", ("campaign",), 2, 2),
+                                                               2**90 + 5, ())
+    full = BoundingRequest("user_id", ("campaign",), 2, 2, seed=0, public_keys=public,
+                           measures=(MEASURE,), cells=(CELLS,), bins=(BINS,))
+    alone = dataclasses.replace(full, cells=(), bins=())
+    several = bounded.aggregate(full)  # bounds the rows
+    sc = spark.sparkContext
+    group = f"bounded-measures-alone-{public is not None}"
+    sc.setJobGroup(group, "an aggregate of measures alone on a bounded table")
+    try:
+        one = bounded.aggregate(alone)
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    assert len(sc.statusTracker().getJobIdsForGroup(group)) == 1 + (public is not None)
+    _same(one, dataclasses.replace(several, cells={}, bins={}, diagnostics=dataclasses.replace(
+        several.diagnostics, clipped={MEASURE: several.diagnostics.clipped[MEASURE]})))
+    if public is not None:
+        assert one.diagnostics.dropped_by_keys > 0
+
+
+@pytest.mark.slow
 def test_public_keys_of_each_type_match_duckdb(spark):
     """Public keys of integer, text, float, boolean and date columns (integers and text sent as
     they are, the others as text cast on the cluster; a date key is text, as the query layer

@@ -230,16 +230,19 @@ class BoundedSpark(BoundedRows):
             self.frame, self.totals = frame, (rows, nulls, rows - nulls - kept)
         return self.frame
 
-    def _kept(self, rows: DataFrame, req: BoundingRequest, values: list[str]) -> DataFrame:
-        """The request's rows (keys, __first, __in, __v0, ...) read from the bounded `rows`."""
+    def _kept(self, rows: DataFrame, req: BoundingRequest, values: list[str], *,
+              marked: bool = True) -> DataFrame:
+        """The request's rows (keys, __first, __in, __v0, ...) read from the bounded `rows`;
+        without `marked`, no __in (the public keys select groups after aggregating)."""
         rows = _where(rows, req.where)
         keys = [_col(k) for k in req.keys]
         first = F.col("__first")
         if req.where and req.max_rows > 1:  # a filter may have dropped the pair's first row
             pair = Window.partitionBy(_col(self.bounding.unit), *keys).orderBy(F.lit(0))
             first = F.row_number().over(pair) == 1
-        rows = _with_in_keys(rows, req, self.source._public(req))
-        return rows.select(*keys, first.alias("__first"), "__in",
+        if marked:
+            rows = _with_in_keys(rows, req, self.source._public(req))
+        return rows.select(*keys, first.alias("__first"), *(["__in"] if marked else []),
                            *[_value(req, c).alias(f"__v{j}") for j, c in enumerate(values)])
 
     def check(self, request: BoundingRequest) -> None:
@@ -254,6 +257,9 @@ class BoundedSpark(BoundedRows):
         self.bounding.check(request)
         values = _values(request)
         try:
+            if not (request.cells or request.bins):
+                exact = self._selected(request, values)
+                return replace(exact, diagnostics=exact.diagnostics.after_filter(self.totals))
             rows = self._kept(self._rows(), request, values)
             with _persisted(rows) as rows:
                 n, inside = (int(x) for x in rows.agg(F.count(F.lit(1)),
@@ -263,6 +269,28 @@ class BoundedSpark(BoundedRows):
         except _SPARK_ERRORS as exc:
             raise _data_error(exc) from None
         return replace(exact, diagnostics=exact.diagnostics.after_filter(self.totals))
+
+    def _selected(self, req: BoundingRequest, values: list[str]) -> ExactAggregates:
+        """Without cells or bins, one query: every group of the bounded rows is aggregated, then
+        the public keys select groups (a broadcast join of the per-group rows, not of every
+        bounded row, and nothing persisted); the rows in and outside the keys are an observation
+        of the per-group rows."""
+        keys = self.source._public(req)
+        rows_in = F.col("__rows") if keys is None else F.when(F.col("__in"), F.col("__rows"))
+        totals = _Observed(F.coalesce(F.sum("__rows"), F.lit(0)).alias("rows"),
+                           F.coalesce(F.sum(rows_in), F.lit(0)).alias("inside"))
+
+        def select(groups: DataFrame) -> DataFrame:
+            if keys is None:
+                return totals.on(groups)
+            return totals.on(_with_in_keys(groups, req, keys)).where("__in").drop("__in")
+
+        def counts() -> tuple[int, int, int, int]:
+            n, inside = (int(x) for x in totals.values())
+            return n, inside, n - inside, 0
+
+        return _aggregates(self._kept(self._rows(), req, values, marked=False), req, values, counts,
+                           select=select)
 
 
 def _values(request: BoundingRequest) -> list[str]:
@@ -462,10 +490,11 @@ def _collect(seen: Callable[[], tuple[int, int]] | None, pairs: DataFrame, req: 
 
 
 def _aggregates(rows: DataFrame, req: BoundingRequest, values: list[str],
-                counts: Callable[[], tuple[int, int, int, int]]) -> ExactAggregates:
+                counts: Callable[[], tuple[int, int, int, int]], *,
+                select: Callable[[DataFrame], DataFrame] | None = None) -> ExactAggregates:
     """The per-group aggregates of the kept `rows` (keys, __first, __v0, ...), with `counts`
     (rows, kept rows, rows outside the keys, rows with a null unit; read once the first query
-    over `rows` has run) for the diagnostics."""
+    over `rows` has run) for the diagnostics; `select` picks the groups to collect (all)."""
     cols = [_count_if(F.col("__first")).alias("__units"), F.count(F.lit(1)).alias("__rows")]
     for i, meas in enumerate(req.measures):
         v = F.col(f"__v{values.index(meas.column)}")
@@ -478,7 +507,7 @@ def _aggregates(rows: DataFrame, req: BoundingRequest, values: list[str],
         v = F.col(f"__v{j}")
         cols += [_count_if(v.isNull()).alias(f"__null{j}"),
                  _count_if(v.isin(math.inf, -math.inf)).alias(f"__inf{j}")]
-    stats = _grouped(rows, req.keys, cols)
+    stats = _grouped(rows, req.keys, cols, select)
     rows_total, kept, by_keys, null_units = counts()
     groups = stats[list(req.keys)].reset_index(drop=True)
     moments, clipped, nulls, infinite = read_measures(stats, req, values)
@@ -526,11 +555,13 @@ def _persisted(frame: DataFrame) -> Iterator[DataFrame]:
         frame.unpersist()
 
 
-def _grouped(rows: DataFrame, by: Sequence[str], cols: list[Column]) -> pd.DataFrame:
-    """Aggregate per group on the cluster; collect the (small) result sorted by key, nulls last."""
+def _grouped(rows: DataFrame, by: Sequence[str], cols: list[Column],
+             select: Callable[[DataFrame], DataFrame] | None = None) -> pd.DataFrame:
+    """Aggregate per group on the cluster; collect the (small) result sorted by key, nulls last,
+    of the groups `select` keeps (all)."""
     keys = [_col(k) for k in by]
-    return _collect_sorted(rows.groupBy(*keys).agg(*cols) if keys else rows.agg(*cols), by,
-                           one_partition=True)
+    grouped = rows.groupBy(*keys).agg(*cols) if keys else rows.agg(*cols)
+    return _collect_sorted(grouped if select is None else select(grouped), by, one_partition=True)
 
 
 def _collect_sorted(frame: DataFrame, by: Sequence[str], *, one_partition: bool = False) -> pd.DataFrame:
