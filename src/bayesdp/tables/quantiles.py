@@ -80,6 +80,11 @@ CHECK_SCALES = 2.5
 # dyadic grid when the quantile's is dyadic): see the module.
 CANDIDATE_CELLS_LOG2 = 16
 
+# A draw's first round of proposals expects this many to be kept (it then misses with probability
+# about e^-4); later rounds double, up to MAX_ROUND proposals per group.
+FIRST_ROUND_DRAWS = 4.0
+MAX_ROUND = 1 << 16
+
 # Window cells of the groups whose draws run together (see `chunks`).
 CHUNK_CELLS = 1 << 15
 
@@ -235,10 +240,10 @@ def draws(step: PlannedStep, part: str, runs: Runs, aim: np.ndarray, whole: Call
     """One candidate grid value per group of `runs`, aimed at rank aim[k] (q·n plus a public
     constant; see the module), all groups at once.
 
-    Each group runs the exponential mechanism's rejection sampler of `Exponential.select_index`
-    (uniform proposals among its runs with candidates, each kept with probability e^-gap, the first
-    kept wins; rounds of proposals double). A stretch outside the window is proposed with its best
-    utility, so a value j there is kept with probability exp(-(d(j) - d_min)/scale), d(j) its
+    Each group runs a rejection sampler over its runs with candidates (the first proposal kept
+    wins; rounds of proposals double): `Envelope` proposes each run with a known probability and
+    keeps it with its weight e^-gap over the envelope's. A stretch outside the window is proposed
+    with its best utility, so a value j there is kept with probability exp(-(d(j) - d_min)/scale), d(j) its
     distance on the whole grid (`whole()`: the same groups' runs on it): rejection sampling, exact
     whatever the window (von Neumann 1951); a group whose value is refused draws again.
     """
@@ -252,11 +257,12 @@ def draws(step: PlannedStep, part: str, runs: Runs, aim: np.ndarray, whole: Call
     gaps = (np.maximum.reduceat(scores, start)[owner] - scores) / scale
     bits, origin = spacing
     out = np.empty(aim.size, dtype=np.int64)
-    pending, size = np.arange(aim.size), np.minimum(m, 4096)
+    envelope = Envelope.of(gaps, owner, m)
+    pending, size = np.arange(aim.size), envelope.first_round()
     while pending.size:
         proposer = np.repeat(pending, size[pending])
-        proposal = start[proposer] + rng.integers(0, m[proposer])
-        accepted = np.flatnonzero(bernoulli_exp(gaps[proposal], rng))
+        proposal, gamma = envelope.propose(proposer, start, rng)
+        accepted = np.flatnonzero(bernoulli_exp(gamma, rng))
         group, first = np.unique(proposer[accepted], return_index=True)  # the first kept per group
         i = live[proposal[accepted[first]]]
         j = ((((runs.first[i] + origin - 1) >> bits) + 1 + rng.integers(0, mass[i])) << bits) - origin
@@ -270,8 +276,58 @@ def draws(step: PlannedStep, part: str, runs: Runs, aim: np.ndarray, whole: Call
             ok[out_of] = bernoulli_exp(excess / scale, rng)
         out[group[ok]] = j[ok]
         pending = np.setdiff1d(pending, group[ok], assume_unique=True)
-        size[pending] = np.minimum(2 * size[pending], m[pending])
+        size[pending] = np.minimum(2 * size[pending], MAX_ROUND)
     return out
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """Proposals for the runs of several groups, each run i of weight w_i = e^-gap_i <= 1 (a
+    group's best run has gap 0): with probability 1/2 uniform among the group's a runs with
+    gap <= G = log(1 + m), else uniform among all its m runs, so run i is proposed with
+    q_i = [gap_i <= G]/(2a) + 1/(2m). Against the envelope M·q with M = 2am/(a + m), a near run is
+    kept with probability w_i and a far one with w_i·(a + m)/a = e^-(gap_i - log(1 + m/a)) <= 1
+    (as G >= log(1 + m/a)): rejection sampling draws run i with probability ∝ w_i exactly (von
+    Neumann 1951), with M/Σw (about 2a/Σw) proposals per draw instead of m/Σw for uniform
+    proposals. Arrays are per run (`gaps`, `near`: the near runs' positions, group by group) or
+    per group (`m`, `a`, `first`: the first near run's place in `near`)."""
+
+    gaps: np.ndarray
+    near: np.ndarray
+    m: np.ndarray
+    a: np.ndarray
+    first: np.ndarray
+    far: np.ndarray  # per run: the amount a far run's gap is lowered by, 0 for a near run
+    weight: np.ndarray  # per group: Σ w over the near runs (only to size the rounds)
+
+    @classmethod
+    def of(cls, gaps: np.ndarray, owner: np.ndarray, m: np.ndarray) -> Envelope:
+        """The envelope of runs with `gaps`, run k of group owner[k], m runs per group."""
+        near_run = gaps <= np.log1p(m.astype(np.float64))[owner]
+        near = np.flatnonzero(near_run)
+        a = np.bincount(owner[near], minlength=m.size)
+        first = np.concatenate(([0], np.cumsum(a)[:-1]))
+        shift = np.log1p(m / np.maximum(a, 1))
+        far = np.where(near_run, 0.0, shift[owner])
+        weight = np.bincount(owner[near], np.exp(-gaps[near]), minlength=m.size)
+        return cls(gaps, near, m, a, first, far, weight)
+
+    def first_round(self) -> np.ndarray:
+        """Proposals per group in the first round: FIRST_ROUND_DRAWS expected acceptances."""
+        a, m = self.a.astype(np.float64), self.m.astype(np.float64)
+        ratio = 2 * a * m / np.maximum(a + m, 1) / np.maximum(self.weight, 1e-300)
+        size: np.ndarray = np.clip(np.ceil(FIRST_ROUND_DRAWS * ratio), 1, MAX_ROUND).astype(np.int64)
+        return size
+
+    def propose(self, proposer: np.ndarray, start: np.ndarray, rng: Rng) -> tuple[np.ndarray, np.ndarray]:
+        """One proposal per entry of `proposer` (a group): the run's position, and the γ it is
+        kept with, P = e^-γ."""
+        near_branch = rng.integers(0, 2, proposer.size).astype(bool)
+        r = rng.integers(0, np.where(near_branch, self.a[proposer], self.m[proposer]))
+        proposal = start[proposer] + r
+        proposal[near_branch] = self.near[self.first[proposer[near_branch]] + r[near_branch]]
+        gamma = np.maximum(self.gaps[proposal] - self.far[proposal], 0.0)
+        return proposal, gamma
 
 
 def closed_ranks(runs: Runs, j: np.ndarray, whole: Callable[[], Runs]) -> tuple[np.ndarray, np.ndarray]:
