@@ -16,6 +16,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+from spark_jobs import counted_jobs
 from test_release import AGGS  # the same aggregates as the DuckDB release tests
 
 import bayesdp.tables as bdp
@@ -224,14 +225,8 @@ def test_measures_alone_are_one_query(spark, data, public):
     alone = dataclasses.replace(full, cells=(), bins=())
     engine = SparkEngine(spark.createDataFrame(data))
     engine.check(alone)
-    sc = spark.sparkContext
-    group = f"measures-alone-{public is not None}"
-    sc.setJobGroup(group, "the aggregate of measures alone")
-    try:
-        one = engine.aggregate(alone)
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)
-    assert len(sc.statusTracker().getJobIdsForGroup(group)) == 1 + 2 * (public is not None)
+    one, jobs = counted_jobs(spark, f"measures-alone-{public is not None}", lambda: engine.aggregate(alone))
+    assert jobs == 1 + 2 * (public is not None)
     several = engine.aggregate(full)
     _same(one, dataclasses.replace(several, cells={}, bins={}, diagnostics=dataclasses.replace(
         several.diagnostics, clipped={MEASURE: several.diagnostics.clipped[MEASURE]})))
@@ -254,14 +249,8 @@ def test_a_bounded_table_answers_measures_alone_in_one_query(spark, data, public
                            measures=(MEASURE,), cells=(CELLS,), bins=(BINS,))
     alone = dataclasses.replace(full, cells=(), bins=())
     several = bounded.aggregate(full)  # bounds the rows
-    sc = spark.sparkContext
-    group = f"bounded-measures-alone-{public is not None}"
-    sc.setJobGroup(group, "an aggregate of measures alone on a bounded table")
-    try:
-        one = bounded.aggregate(alone)
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)
-    assert len(sc.statusTracker().getJobIdsForGroup(group)) == 1 + (public is not None)
+    one, jobs = counted_jobs(spark, f"bounded-alone-{public is not None}", lambda: bounded.aggregate(alone))
+    assert jobs == 1 + (public is not None)
     _same(one, dataclasses.replace(several, cells={}, bins={}, diagnostics=dataclasses.replace(
         several.diagnostics, clipped={MEASURE: several.diagnostics.clipped[MEASURE]})))
     if public is not None:
