@@ -9,6 +9,7 @@ import pytest
 import bayesdp as bdp
 from bayesdp.tables.engines import BoundingRequest, DuckDBEngine, Measure
 from bayesdp.tables.engines.base import COARSE_SHIFT, FULL_GRID, Cells, distinct_measures
+from bayesdp.tables.engines.grids import CountedGrid
 
 CELLS = 1 << 20  # 16 coarse bins of 2^16 cells over [0, 1]
 
@@ -139,3 +140,28 @@ def test_a_bounded_table_reads_a_grid_counted_once_as_its_rows_give_it(frame, ep
     assert len(t.engine.grids) == 1  # one column, one pair of bounds: one grid
     keyed = runs[3].set_index(["g", "h"])
     assert keyed.loc[("z", 2), "md"] >= 0.0 and len(keyed) == 3
+
+
+@pytest.mark.parametrize("margin", [FULL_GRID, 3000.0, 50.0, 3.0])
+@pytest.mark.parametrize("sorted_together", [1 << 24, 500])  # one sort; counts of 500 rows merged
+def test_a_grid_counted_in_numpy_gives_the_windows_duckdb_gives(frame, margin, sorted_together, monkeypatch):
+    # The same rows' packed keys, in uneven batches, then each group's window.
+    monkeypatch.setattr("bayesdp.tables.engines.grids.BATCH_ROWS", sorted_together)
+    out, win, spec = _window(frame, margin)
+    groups = [None if pd.isna(k) else k for k in out.groups["g"]]
+    assert groups[-1] is None  # nulls last
+    rows = frame[frame["v"].notna()]
+    number = {k: i for i, k in enumerate(groups[:-1])}
+    g = rows["g"].map(number).fillna(len(groups) - 1).to_numpy(np.int64)
+    cell = np.round(np.clip(rows["v"].to_numpy(), 0.0, 1.0) / (1.0 / CELLS)).astype(np.int64)
+    packed = g * (CELLS + 1) + cell
+    grid = CountedGrid.of(np.array_split(packed[::-1], [7, 1000, 1001]), CELLS + 1)
+    mine = grid.window(np.arange(len(groups)), win.n, spec)
+    for field in ("n", "start", "stop", "below", "group", "cell", "count"):
+        np.testing.assert_array_equal(getattr(mine, field), getattr(win, field))
+    # A request without group "a" (-1) and the others renumbered: the same windows for them.
+    fewer = grid.window(np.array([-1, 0, 1, 2]), win.n[1:], spec)
+    other = win.group != 0
+    np.testing.assert_array_equal(fewer.group, win.group[other] - 1)
+    np.testing.assert_array_equal(fewer.cell, win.cell[other])
+    np.testing.assert_array_equal(fewer.below, win.below[1:])

@@ -64,6 +64,7 @@ from bayesdp.tables.engines.base import (
     read_measures,
     value_inputs,
 )
+from bayesdp.tables.engines.grids import BATCH_ROWS, BoundedGrids, CountedGrid
 
 _NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
             "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "REAL", "DECIMAL", "BOOLEAN")
@@ -261,14 +262,14 @@ class DuckDBEngine:
 
     def _collect(self, kept: str, req: BoundingRequest, values: list[str],
                  counts: tuple[int, int, int | None], key_table: str | None = None, *,
-                 entered: bool = False, grids: dict[Cells, str] | None = None) -> ExactAggregates:
+                 entered: bool = False, grids: BoundedGrids | None = None) -> ExactAggregates:
         """The per-group aggregates of the `kept` rows; `counts` are the rows, the rows with a
         null unit and the rows outside the public keys (None: every row that enters is kept,
         so the rows outside the keys are the rest; with `entered`, the kept rows' `__entered`
         add up to the rows that entered bounding, and the rows outside are the others). With
         `key_table`, only the groups among its keys are kept (the rows of the others are
-        outside the keys). `grids[spec]`, when given, is a table of the grid's counts over the
-        kept rows (keys, __cell, __count), read instead of the rows."""
+        outside the keys). `grids`, when given, hold the grids' counts over the kept rows, read
+        instead of the rows."""
         rows_total, null_units, outside = counts
         keys = [ident(k) for k in req.keys]
         stats = _stats_sql(kept, req, values, key_table, entered=entered)
@@ -284,11 +285,12 @@ class DuckDBEngine:
                 stats_df = self.frame(f"SELECT * FROM {table} ORDER BY __g")
                 null_keys = bool(stats_df[list(req.keys)].isna().to_numpy().any())
                 numbered = _numbered(kept, keys, table, null_keys)
+                renumber = np.empty(0, dtype=np.int64) if grids is None else \
+                    self._renumbered(grids, keys, table, null_keys)
                 for spec in req.cells:
                     n = _non_null(stats_df, values, spec)
                     cells[spec] = self._cells(numbered, values, spec, n) if grids is None else \
-                        self._cells(_numbered(grids[spec], keys, table, null_keys), values, spec, n,
-                                    counted=True)
+                        grids.counted[spec].window(renumber, n, spec)
                     grid_clipped[spec] = int(stats_df[_clip_column(req, spec)].sum())
                 for bspec in req.bins:
                     bins[bspec], grid_clipped[bspec] = self._bins(numbered, values, bspec, len(stats_df))
@@ -307,17 +309,25 @@ class DuckDBEngine:
                                rows=stats_df["__rows"].to_numpy(np.int64), moments=moments,
                                cells=cells, bins=bins, diagnostics=diag)
 
-    def _cells(self, numbered: str, values: list[str], spec: Cells, n: np.ndarray, *,
-               counted: bool = False) -> CellWindow:
+    def _renumbered(self, grids: BoundedGrids, keys: list[str], stats: str, null_keys: bool) -> np.ndarray:
+        """Per group of the bounded grids, its number among the request's groups (`stats`), -1
+        for a group not among them."""
+        renumber = np.full(grids.groups, -1, dtype=np.int64)
+        if not keys:
+            renumber[:] = 0
+            return renumber
+        same = "IS NOT DISTINCT FROM" if null_keys else "="
+        on = " AND ".join(f"b.{k} {same} s.{k}" for k in keys)
+        pairs = self.arrays(f"SELECT b.__g AS __b, s.__g FROM {grids.table} b JOIN {stats} s ON {on}")
+        renumber[pairs["__b"]] = pairs["__g"]
+        return renumber
+
+    def _cells(self, numbered: str, values: list[str], spec: Cells, n: np.ndarray) -> CellWindow:
         """The grid cells of `spec` in each group's window; `numbered` is the kept rows `r` with
-        their group number `__g` (`counted`: the grid's counts `r.__cell`, `r.__count` instead),
-        `n` the non-null values per group."""
-        if counted:
-            grid, count = f"(SELECT __g, r.__cell, r.__count FROM {numbered})", "sum(g.__count)"
-        else:
-            v = f"r.__v{values.index(spec.column)}"
-            grid, count = f"(SELECT __g, {_cell(v, spec)} AS __cell FROM {numbered} WHERE {v} IS NOT NULL)", \
-                "count(*)"
+        their group number `__g`, `n` the non-null values per group."""
+        v = f"r.__v{values.index(spec.column)}"
+        grid, count = f"(SELECT __g, {_cell(v, spec)} AS __cell FROM {numbered} WHERE {v} IS NOT NULL)", \
+            "count(*)"
         # One BIGINT per (group, cell) (groups x 2^24 cells fit in 63 bits): DuckDB groups it
         # fastest, and numpy sorts it into group, then cell order.
         stride = spec.cells + 1
@@ -329,9 +339,7 @@ class DuckDBEngine:
         # bin's rank range then meets (q·n - margin, q·n + margin) (see `Cells`).
         most = int(n.max()) if n.size else 0
         if spec.margin > most + 1.0:
-            # Counted grids hold each (group, cell) once already.
-            whole = f"SELECT {key}, g.__count FROM {grid} g" if counted else f"{cells} GROUP BY ALL"
-            key_of, count_of = self._cell_counts(whole, most)
+            key_of, count_of = self._cell_counts(f"{cells} GROUP BY ALL", most)
             group, cell_of = np.divmod(key_of, stride)
             first = np.flatnonzero(np.diff(group, prepend=-1))
             last = np.append(first[1:], group.size) - 1 if first.size else first
@@ -583,15 +591,17 @@ class BoundedDuckDB(BoundedRows):
     kept rows, every column, are written to a temporary table (which spills to the connection's
     temp_directory when it outgrows memory_limit), dropped when this object goes; every request
     then reads them, its filters applied after bounding and its public keys to the groups.
-    A quantile's grid (counts per group and cell) is counted once per value, bounds and grid and
-    read by every later request without a filter, as the bounded rows are."""
+    A quantile's grid (counts per group and cell) is counted once per value, bounds and grid,
+    held in numpy (`CountedGrid`), and read by every later request without a filter, as the
+    bounded rows are."""
 
     def __init__(self, source: DuckDBEngine, bounding: Bounding, seed: int,
                  where: tuple[RowExpression, ...]) -> None:
         super().__init__(source, bounding, seed, where)
         self.source: DuckDBEngine = source
         self.table: str | None = None
-        self.grids: dict[tuple[str, float, float, int], str] = {}
+        self.grids: dict[tuple[str, float, float, int], CountedGrid] = {}
+        self.groups: tuple[str | None, int, bool] | None = None
 
     def is_empty(self, where: tuple[RowExpression, ...] = ()) -> bool:
         if not where:
@@ -641,28 +651,50 @@ class BoundedDuckDB(BoundedRows):
             int(self.source.rows(f"SELECT count(*) FROM {rows} WHERE {_all(request.where)}")[0][0])
         # As a request without a unit: every bounded row is kept, or outside the keys.
         request = replace(request, unit=None)
-        grids = None if request.where else {spec: self._grid(rows, request, spec) for spec in request.cells}
+        grids = None
+        if request.cells and not request.where:
+            table, count, _ = self._groups(rows, request)
+            grids = BoundedGrids(table, count, {c: self._grid(rows, request, c) for c in request.cells})
         with self.source._keys(request) as keys:
             kept_sql = self._kept_sql(rows, request, values)
             exact = self.source._collect(f"({kept_sql})", request, values, (filtered, 0, None), keys,
                                          grids=grids)
         return replace(exact, diagnostics=exact.diagnostics.after_filter(self.totals))
 
-    def _grid(self, rows: str, req: BoundingRequest, spec: Cells) -> str:
-        """A table of the counts of the quantile grid `spec` per group and cell over all the
-        bounded `rows`, written at the first request with its value, bounds and grid and read by
-        every later one without a filter: the grid of a column is counted once per table, like
-        its bounding, not once per release."""
+    def _groups(self, rows: str, req: BoundingRequest) -> tuple[str | None, int, bool]:
+        """A table numbering the groups of the bounded `rows` in key order (`__g`; None without
+        group keys), written once; how many there are, and whether a key holds a null."""
+        if self.groups is None:
+            keys = [ident(k) for k in req.keys]
+            if not keys:
+                self.groups = (None, 1, False)
+            else:
+                name, cols = "bdp_groups_" + uuid.uuid4().hex, ", ".join(keys)
+                self.source.sql(f"CREATE TEMP TABLE {name} AS SELECT {cols}, {_group_number(keys)} AS __g"
+                                f" FROM (SELECT DISTINCT {cols} FROM {rows})")
+                weakref.finalize(self, _drop, self.source, name).atexit = False
+                null = " OR ".join(f"{k} IS NULL" for k in keys)
+                count, nulls = self.source.rows(f"SELECT count(*), count(*) FILTER ({null}) FROM {name}")[0]
+                self.groups = (name, int(count), bool(nulls))
+        return self.groups
+
+    def _grid(self, rows: str, req: BoundingRequest, spec: Cells) -> CountedGrid:
+        """The counts of the quantile grid `spec` per group and cell over all the bounded `rows`,
+        counted at the first request with its value, bounds and grid and read by every later
+        one without a filter: the grid of a column is counted once per table, like its
+        bounding, not once per release (`CountedGrid`: numpy sorts a packed key per row)."""
         value = _fields(req, [spec.column])
         known = (value, spec.lo, spec.hi, spec.cells)
         if known not in self.grids:
-            keys = "".join(f"{ident(k)}, " for k in req.keys)
-            name = "bdp_grid_" + uuid.uuid4().hex
-            self.source.sql(f"CREATE TEMP TABLE {name} AS SELECT {keys}{_cell('__v0', spec)} AS __cell,"
-                            f" count(*) AS __count FROM (SELECT {keys}TRUE{value} FROM {rows})"
-                            " WHERE __v0 IS NOT NULL GROUP BY ALL")
-            weakref.finalize(self, _drop, self.source, name).atexit = False
-            self.grids[known] = name
+            table, _, null_keys = self._groups(rows, req)
+            keys = [ident(k) for k in req.keys]
+            kept = f"(SELECT {''.join(f'{k}, ' for k in keys)}TRUE{value} FROM {rows})"
+            query = (f"SELECT __g * {spec.cells + 1} + {_cell('r.__v0', spec)} AS __key"
+                     f" FROM {_numbered(kept, keys, table or '', null_keys)} WHERE r.__v0 IS NOT NULL")
+            with duckdb_errors():
+                batches = self.source.sql(query).to_arrow_reader(BATCH_ROWS)
+                self.grids[known] = CountedGrid.of((b.column(0).to_numpy() for b in batches),
+                                                   spec.cells + 1)
         return self.grids[known]
 
 
