@@ -98,3 +98,20 @@ def test_public_keys_on_parquet_run_no_count_job(spark, files):
     exact, jobs = counted_jobs(spark, "footers", lambda: engine.aggregate(req))
     assert jobs == 2
     assert (exact.diagnostics.rows, exact.diagnostics.null_units) == (833, 119)
+
+
+@pytest.mark.parametrize("max_groups", [1, 3])
+def test_private_keys_on_parquet_count_as_duckdb_does(spark, files, max_groups):
+    """Without public keys on a bare Parquet scan, the rows and null units come from the footers
+    and the kept rows from the groups (no observation of every pair): the same diagnostics as
+    DuckDB's, bounding included (one row per pair: a unit keeps min(its groups, max_groups))."""
+    from bayesdp.tables.engines.spark import SparkEngine
+
+    req = BoundingRequest("user_id", ("grp",), max_groups, 1, seed=11, measures=(Measure("v", 0.0, 10.0),))
+    d = SparkEngine(spark.read.parquet(str(files / "data"))).aggregate(req).diagnostics
+    glob = str(files / "data" / "*.parquet")
+    ref = DuckDBEngine(duckdb.connect().sql(f"SELECT * FROM read_parquet('{glob}')"))
+    ref = ref.aggregate(req).diagnostics
+    fields = ("rows", "null_units", "dropped_by_keys", "kept_rows", "dropped_by_bounding", "nulls")
+    assert [getattr(d, f) for f in fields] == [getattr(ref, f) for f in fields]
+    assert (d.rows, d.null_units, d.dropped_by_keys) == (833, 119, 0) and d.dropped_by_bounding > 0

@@ -162,7 +162,7 @@ class SparkEngine:
         and units (with public keys), the request as run, its value columns."""
         values = _values(request)
         source = self._filtered(request.where)
-        seen = None if request.public_keys is None else _source_counts(source, request.unit)
+        seen = _source_counts(source, request.unit, queried=request.public_keys is not None)
         if request.unit is None:  # every row is a unit: a unique id makes each row its own pair
             source = source.withColumn(_ROW_UNIT, F.monotonically_increasing_id())
             request = replace(request, unit=_ROW_UNIT)
@@ -265,7 +265,7 @@ class BoundedSpark(BoundedRows):
                 n, inside = (int(x) for x in rows.agg(F.count(F.lit(1)),
                                                      _count_if(F.col("__in"))).collect()[0])
                 exact = _aggregates(rows.where("__in"), request, values,
-                                    lambda: (n, inside, n - inside, 0))
+                                    lambda: (n, n - inside, 0))
         except _SPARK_ERRORS as exc:
             raise _data_error(exc) from None
         return replace(exact, diagnostics=exact.diagnostics.after_filter(self.totals))
@@ -285,9 +285,9 @@ class BoundedSpark(BoundedRows):
                 return totals.on(groups)
             return totals.on(_with_in_keys(groups, req, keys)).where("__in").drop("__in")
 
-        def counts() -> tuple[int, int, int, int]:
+        def counts() -> tuple[int, int, int]:
             n, inside = (int(x) for x in totals.values())
-            return n, inside, n - inside, 0
+            return n, n - inside, 0
 
         return _aggregates(self._kept(self._rows(), req, values, marked=False), req, values, counts,
                            select=select)
@@ -422,15 +422,20 @@ def _pairs(source: DataFrame, req: BoundingRequest, values: list[str], keys: Dat
     return pairs.withColumn("__keep", F.col("__u").isNotNull() & (rank <= req.max_groups))
 
 
-def _source_counts(source: DataFrame, unit: str | None) -> Callable[[], tuple[int, int]]:
-    """The source's rows and rows with a unit (`unit` None: every row is one), read when called:
-    from the Parquet footers of a bare file scan (`footer_counts`), else a query of their own.
-    Observed on the scan before the public keys' semi-join, every source row would go through
-    the observation, which Spark does not compile: 0.5 s of a 1.7 s release at 10M rows."""
+def _source_counts(source: DataFrame, unit: str | None, *,
+                   queried: bool) -> Callable[[], tuple[int, int]] | None:
+    """The source's rows and rows with a unit (`unit` None: every row is one): from the Parquet
+    footers of a bare file scan (`footer_counts`, read now), else, when `queried`, a query of
+    their own run when called, else None (the pairs' totals then give them). Observed on the
+    scan before the public keys' semi-join, every source row would go through the observation,
+    which Spark does not compile: 0.5 s of a 1.7 s release at 10M rows."""
+    got = footer_counts(source, unit)
+    if got is not None:
+        return lambda: got
+    if not queried:
+        return None
+
     def counted() -> tuple[int, int]:
-        got = footer_counts(source, unit)
-        if got is not None:
-            return got
         units = F.count(F.lit(1)) if unit is None else F.count(_col(unit))
         rows, counted_units = source.agg(F.count(F.lit(1)), units).collect()[0]
         return int(rows), int(counted_units)
@@ -462,39 +467,45 @@ def _kept_rows(pairs: DataFrame, req: BoundingRequest, values: list[str], *,
 
 def _collect(seen: Callable[[], tuple[int, int]] | None, pairs: DataFrame, req: BoundingRequest,
              values: list[str]) -> ExactAggregates:
-    """The aggregates of the kept rows of `pairs`; with public keys, the rows and the null
-    units come from `seen` (`_source_counts`: the pairs hold only the rows in the keys). The
-    totals of the pairs are a query of their own when the pairs are persisted (cells or bins
-    read them again), else an observation of the aggregates' query."""
+    """The aggregates of the kept rows of `pairs`. The source's rows and null units come from
+    `seen` when given (`_source_counts`; with public keys the pairs hold only the rows in the
+    keys), else from the pairs' totals. The rows that entered bounding are the rows with a unit
+    (without public keys) or the pairs' total (with them): a query of its own when the pairs
+    are persisted (cells or bins read them again), else an observation of the aggregates' query,
+    which every pair goes through (so none without public keys when `seen` is given)."""
     assert req.unit is not None
+    if seen is not None and req.public_keys is None:
+        def counted() -> tuple[int, int, int]:
+            rows, units = seen()
+            return rows, 0, rows - units
+        return _aggregates(_kept_rows(pairs, req, values), req, values, counted)
     totals = _Observed(
         F.coalesce(F.sum(F.when(F.col("__u").isNotNull(), F.col("__n"))), F.lit(0)).alias("entered"),
-        F.coalesce(F.sum(F.when(F.col("__keep"), F.least("__n", F.lit(req.max_rows)))),
-                   F.lit(0)).alias("kept"),
         F.coalesce(F.sum(F.when(F.col("__u").isNull(), F.col("__n"))), F.lit(0)).alias("nulls"))
     if req.cells or req.bins:
         queried = list(pairs.agg(*totals.columns).collect()[0])
     else:
         pairs = totals.on(pairs)
 
-    def counts() -> tuple[int, int, int, int]:
+    def counts() -> tuple[int, int, int]:
         got = queried if req.cells or req.bins else totals.values()
-        entered, kept, null_units = (int(x) for x in got)
+        entered, null_units = (int(x) for x in got)
         rows_total = entered + null_units
         if seen is not None:
             rows_total, units = seen()
             null_units = rows_total - units
-        return rows_total, kept, rows_total - null_units - entered, null_units
+        return rows_total, rows_total - null_units - entered, null_units
 
     return _aggregates(_kept_rows(pairs, req, values), req, values, counts)
 
 
 def _aggregates(rows: DataFrame, req: BoundingRequest, values: list[str],
-                counts: Callable[[], tuple[int, int, int, int]], *,
+                counts: Callable[[], tuple[int, int, int]], *,
                 select: Callable[[DataFrame], DataFrame] | None = None) -> ExactAggregates:
     """The per-group aggregates of the kept `rows` (keys, __first, __v0, ...), with `counts`
-    (rows, kept rows, rows outside the keys, rows with a null unit; read once the first query
-    over `rows` has run) for the diagnostics; `select` picks the groups to collect (all)."""
+    (rows, rows outside the keys, rows with a null unit; read once the first query over `rows`
+    has run) for the diagnostics; `select` picks the groups to collect (all). The kept rows are
+    the groups' rows."""
     cols = [_count_if(F.col("__first")).alias("__units"), F.count(F.lit(1)).alias("__rows")]
     for i, meas in enumerate(req.measures):
         v = F.col(f"__v{values.index(meas.column)}")
@@ -508,7 +519,8 @@ def _aggregates(rows: DataFrame, req: BoundingRequest, values: list[str],
         cols += [_count_if(v.isNull()).alias(f"__null{j}"),
                  _count_if(v.isin(math.inf, -math.inf)).alias(f"__inf{j}")]
     stats = _grouped(rows, req.keys, cols, select)
-    rows_total, kept, by_keys, null_units = counts()
+    rows_total, by_keys, null_units = counts()
+    kept = int(stats["__rows"].sum())
     groups = stats[list(req.keys)].reset_index(drop=True)
     moments, clipped, nulls, infinite = read_measures(stats, req, values)
     cells = {}
