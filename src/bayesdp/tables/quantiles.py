@@ -235,8 +235,28 @@ def _scores(mass: np.ndarray, lo: np.ndarray, hi: np.ndarray, aim: np.ndarray | 
     return score
 
 
+@dataclass(frozen=True)
+class Candidates:
+    """The runs of a `Runs` holding candidates on a spacing (`run_mass` > 0; every group has
+    some): their positions, groups and masses; per group their number and the first's place."""
+
+    mass: np.ndarray
+    live: np.ndarray
+    owner: np.ndarray
+    m: np.ndarray
+    start: np.ndarray
+
+    @classmethod
+    def of(cls, runs: Runs, spacing: Spacing, groups: int) -> Candidates:
+        mass = run_mass(runs, spacing)
+        live = np.flatnonzero(mass > 0)
+        owner = runs.groups()[live]
+        m = np.bincount(owner, minlength=groups)
+        return cls(mass, live, owner, m, np.concatenate(([0], np.cumsum(m)[:-1])))
+
+
 def draws(step: PlannedStep, part: str, runs: Runs, aim: np.ndarray, whole: Callable[[], Runs],
-          spacing: Spacing = (0, 0), *, rng: Rng) -> np.ndarray:
+          spacing: Spacing = (0, 0), *, rng: Rng, candidates: Candidates | None = None) -> np.ndarray:
     """One candidate grid value per group of `runs`, aimed at rank aim[k] (q·n plus a public
     constant; see the module), all groups at once.
 
@@ -245,15 +265,13 @@ def draws(step: PlannedStep, part: str, runs: Runs, aim: np.ndarray, whole: Call
     keeps it with its weight e^-gap over the envelope's. A stretch outside the window is proposed
     with its best utility, so a value j there is kept with probability exp(-(d(j) - d_min)/scale), d(j) its
     distance on the whole grid (`whole()`: the same groups' runs on it): rejection sampling, exact
-    whatever the window (von Neumann 1951); a group whose value is refused draws again.
+    whatever the window (von Neumann 1951); a group whose value is refused draws again. `candidates`:
+    the runs' `Candidates.of(runs, spacing)`, when draws on the same spacing share it.
     """
     scale = step.parts[part].mechanism.scale
-    mass = run_mass(runs, spacing)
-    live = np.flatnonzero(mass > 0)  # runs holding candidates, every group has some
-    owner = runs.groups()[live]
-    scores = _scores(mass[live], runs.rank_lo[live], runs.rank_hi[live], aim[owner], scale)
-    m = np.bincount(owner, minlength=aim.size)
-    start = np.concatenate(([0], np.cumsum(m)[:-1]))
+    cand = Candidates.of(runs, spacing, aim.size) if candidates is None else candidates
+    mass, owner, m, start = cand.mass, cand.owner, cand.m, cand.start
+    scores = _scores(mass[cand.live], runs.rank_lo[cand.live], runs.rank_hi[cand.live], aim[owner], scale)
     gaps = (np.maximum.reduceat(scores, start)[owner] - scores) / scale
     bits, origin = spacing
     out = np.empty(aim.size, dtype=np.int64)
@@ -264,7 +282,7 @@ def draws(step: PlannedStep, part: str, runs: Runs, aim: np.ndarray, whole: Call
         proposal, gamma = envelope.propose(proposer, start, rng)
         accepted = np.flatnonzero(bernoulli_exp(gamma, rng))
         group, first = np.unique(proposer[accepted], return_index=True)  # the first kept per group
-        i = live[proposal[accepted[first]]]
+        i = cand.live[proposal[accepted[first]]]
         j = ((((runs.first[i] + origin - 1) >> bits) + 1 + rng.integers(0, mass[i])) << bits) - origin
         ok = runs.exact[i].copy()
         if not ok.all():
@@ -290,27 +308,28 @@ class Envelope:
     (as G >= log(1 + m/a)): rejection sampling draws run i with probability ∝ w_i exactly (von
     Neumann 1951), with M/Σw (about 2a/Σw) proposals per draw instead of m/Σw for uniform
     proposals. Arrays are per run (`gaps`, `near`: the near runs' positions, group by group) or
-    per group (`m`, `a`, `first`: the first near run's place in `near`)."""
+    per group (`m`, `a`, `first`: the first near run's place in `near`, `bound`: G, `shift`:
+    log(1 + m/a))."""
 
     gaps: np.ndarray
     near: np.ndarray
     m: np.ndarray
     a: np.ndarray
     first: np.ndarray
-    far: np.ndarray  # per run: the amount a far run's gap is lowered by, 0 for a near run
+    bound: np.ndarray
+    shift: np.ndarray
     weight: np.ndarray  # per group: Σ w over the near runs (only to size the rounds)
 
     @classmethod
     def of(cls, gaps: np.ndarray, owner: np.ndarray, m: np.ndarray) -> Envelope:
         """The envelope of runs with `gaps`, run k of group owner[k], m runs per group."""
-        near_run = gaps <= np.log1p(m.astype(np.float64))[owner]
-        near = np.flatnonzero(near_run)
+        bound = np.log1p(m.astype(np.float64))
+        near = np.flatnonzero(gaps <= bound[owner])
         a = np.bincount(owner[near], minlength=m.size)
         first = np.concatenate(([0], np.cumsum(a)[:-1]))
         shift = np.log1p(m / np.maximum(a, 1))
-        far = np.where(near_run, 0.0, shift[owner])
         weight = np.bincount(owner[near], np.exp(-gaps[near]), minlength=m.size)
-        return cls(gaps, near, m, a, first, far, weight)
+        return cls(gaps, near, m, a, first, bound, shift, weight)
 
     def first_round(self) -> np.ndarray:
         """Proposals per group in the first round: FIRST_ROUND_DRAWS expected acceptances."""
@@ -326,7 +345,8 @@ class Envelope:
         r = rng.integers(0, np.where(near_branch, self.a[proposer], self.m[proposer]))
         proposal = start[proposer] + r
         proposal[near_branch] = self.near[self.first[proposer[near_branch]] + r[near_branch]]
-        gamma = np.maximum(self.gaps[proposal] - self.far[proposal], 0.0)
+        gap = self.gaps[proposal]
+        gamma = np.maximum(gap - np.where(gap > self.bound[proposer], self.shift[proposer], 0.0), 0.0)
         return proposal, gamma
 
 
@@ -384,8 +404,9 @@ def quantile_draws(step: PlannedStep, win: CellWindow, spec: Cells, index: np.nd
         whole = cache(lambda sub=sub: window_runs(spec.cells, whole_window(), sub))
         value[part] = draws(step, "value", runs, aim, whole, rng=rng)
         # Candidates s ranks below and above t, each kept only if its noisy rank certifies it.
-        j_low[part] = draws(step, "low", runs, aim - s, whole, spacing, rng=rng)
-        j_high[part] = draws(step, "high", runs, aim + s, whole, spacing, rng=rng)
+        both = Candidates.of(runs, spacing, sub.size)
+        j_low[part] = draws(step, "low", runs, aim - s, whole, spacing, rng=rng, candidates=both)
+        j_high[part] = draws(step, "high", runs, aim + s, whole, spacing, rng=rng, candidates=both)
         d_low[part] = closed_ranks(runs, j_low[part].astype(np.int64), whole)[0] - aim
         d_high[part] = closed_ranks(runs, j_high[part].astype(np.int64), whole)[1] - aim
     keep_low = np.asarray(low_check.release(d_low, rng=rng)) + w_low < 0

@@ -242,8 +242,8 @@ class BoundedSpark(BoundedRows):
             first = F.row_number().over(pair) == 1
         if marked:
             rows = _with_in_keys(rows, req, self.source._public(req))
-        return rows.select(*keys, first.alias("__first"), *(["__in"] if marked else []),
-                           *[_value(req, c).alias(f"__v{j}") for j, c in enumerate(values)])
+        return rows.select(*keys, first.alias("__first"), *([F.col("__in")] if marked else []),
+                           *_exprs(*[f"{_value(req, c)} AS __v{j}" for j, c in enumerate(values)]))
 
     def check(self, request: BoundingRequest) -> None:
         self.bounding.check(request)
@@ -262,8 +262,7 @@ class BoundedSpark(BoundedRows):
                 return replace(exact, diagnostics=exact.diagnostics.after_filter(self.totals))
             rows = self._kept(self._rows(), request, values)
             with _persisted(rows) as rows:
-                n, inside = (int(x) for x in rows.agg(F.count(F.lit(1)),
-                                                     _count_if(F.col("__in"))).collect()[0])
+                n, inside = (int(x) for x in rows.agg(*_exprs("count(1)", _count_if("__in"))).collect()[0])
                 exact = _aggregates(rows.where("__in"), request, values,
                                     lambda: (n, n - inside, 0))
         except _SPARK_ERRORS as exc:
@@ -276,9 +275,9 @@ class BoundedSpark(BoundedRows):
         bounded row, and nothing persisted); the rows in and outside the keys are an observation
         of the per-group rows."""
         keys = self.source._public(req)
-        rows_in = F.col("__rows") if keys is None else F.when(F.col("__in"), F.col("__rows"))
-        totals = _Observed(F.coalesce(F.sum("__rows"), F.lit(0)).alias("rows"),
-                           F.coalesce(F.sum(rows_in), F.lit(0)).alias("inside"))
+        rows_in = "__rows" if keys is None else "CASE WHEN __in THEN __rows END"
+        totals = _Observed(*_exprs("coalesce(sum(__rows), 0) AS rows",
+                                   f"coalesce(sum({rows_in}), 0) AS inside"))
 
         def select(groups: DataFrame) -> DataFrame:
             if keys is None:
@@ -315,31 +314,54 @@ def _data_error(exc: Exception, public: str = f"Spark {REJECTED}") -> BayesdpErr
                           advice=OUT_OF_MEMORY_ADVICE)
 
 
-def _keyed_hash(columns: list[Column], seed: int) -> Column:
-    """xxhash64(xxhash64(columns) xor seed): the 64-bit secret keys the order (a plain xor would
-    only flip bits of one hash, the second hash mixes them)."""
-    key = seed & _MASK64
-    return F.xxhash64(F.xxhash64(*columns).bitwiseXOR(F.lit(key - (1 << 64) if key >> 63 else key)))
+# Expressions are Spark SQL text, parsed by the JVM in one call each: a tree of Column calls
+# costs a round trip to the JVM per node (about 0.2 s of calls per release at 1,000 keys).
+
+
+def _q(name: str) -> str:
+    """A column name quoted for Spark SQL."""
+    return "`" + name.replace("`", "``") + "`"
 
 
 def _col(name: str) -> Column:
-    return F.col("`" + name.replace("`", "``") + "`")
+    return F.col(_q(name))
 
 
-def _value(req: BoundingRequest, name: str) -> Column:
+def _double(x: float) -> str:
+    """A DOUBLE literal (a bare 1.5 is a DECIMAL in Spark SQL); repr keeps every digit."""
+    return f"CAST('{float(x)!r}' AS DOUBLE)"
+
+
+def _keyed_hash(columns: list[str], seed: int) -> str:
+    """xxhash64(xxhash64(columns) xor seed): the 64-bit secret keys the order (a plain xor would
+    only flip bits of one hash, the second hash mixes them)."""
+    key = seed & _MASK64
+    signed = key - (1 << 64) if key >> 63 else key
+    return f"xxhash64(xxhash64({', '.join(columns)}) ^ CAST({signed} AS BIGINT))"
+
+
+def _value(req: BoundingRequest, name: str) -> str:
     """A value column or row expression as DOUBLE with NaN as null (as the DuckDB engine reads it)."""
     exprs = dict(req.expressions)
-    v = (F.expr(exprs[name].sql("spark")) if name in exprs else _col(name)).cast("double")
-    return F.when(~F.isnan(v), v)
+    v = f"CAST({'(' + exprs[name].sql('spark') + ')' if name in exprs else _q(name)} AS DOUBLE)"
+    return f"CASE WHEN NOT isnan({v}) THEN {v} END"
 
 
-def _clip(v: Column, lo: float, hi: float) -> Column:
+def _clip(v: str, lo: float, hi: float) -> str:
     """`v` clipped to [lo, hi]; null stays null (Spark's least/greatest skip nulls)."""
-    return F.when(v.isNotNull(), F.least(F.greatest(v, F.lit(float(lo))), F.lit(float(hi))))
+    return f"CASE WHEN {v} IS NOT NULL THEN least(greatest({v}, {_double(lo)}), {_double(hi)}) END"
 
 
-def _count_if(cond: Column) -> Column:
-    return F.count(F.when(cond, 1))
+def _outside(v: str, lo: float, hi: float) -> str:
+    return f"{v} < {_double(lo)} OR {v} > {_double(hi)}"
+
+
+def _count_if(cond: str) -> str:
+    return f"count(CASE WHEN {cond} THEN 1 END)"
+
+
+def _exprs(*sql: str) -> list[Column]:
+    return [F.expr(x) for x in sql]
 
 
 def _key_frame(spark: SparkSession, req: BoundingRequest, schema: T.StructType) -> DataFrame:
@@ -398,28 +420,27 @@ def _pairs(source: DataFrame, req: BoundingRequest, values: list[str], keys: Dat
     columns `values` as they are, not as DOUBLE."""
     assert req.unit is not None
     content = list(dict.fromkeys([req.unit, *req.keys, *value_inputs(req, values)]))
-    narrow = source.select(*[_col(c) for c in content])
+    narrow = source.selectExpr(*[_q(c) for c in content])
     narrow = _with_in_keys(narrow, req, keys, semi=True)
-    by = [_col(k) for k in req.keys]
-    hashed = narrow.select(_col(req.unit).alias("__u"), *by,
-                           _keyed_hash([_col(c) for c in content], req.seed).alias("__hr"),
-                           *[(_col(c) if carry else _value(req, c)).alias(f"__v{j}")
-                             for j, c in enumerate(values)])
-    aggs = [F.count(F.lit(1)).alias("__n")]
+    by = [_q(k) for k in req.keys]
+    hashed = narrow.selectExpr(f"{_q(req.unit)} AS __u", *by,
+                               f"{_keyed_hash([_q(c) for c in content], req.seed)} AS __hr",
+                               *[f"{_q(c) if carry else _value(req, c)} AS __v{j}"
+                                 for j, c in enumerate(values)])
+    aggs = ["count(1) AS __n"]
     if values:
-        fields = [f"__v{j}" for j in range(len(values))]
+        fields = ", ".join(f"__v{j}" for j in range(len(values)))
         if req.max_rows == 1:
-            aggs.append(F.min_by(F.struct(*fields), "__hr").alias("__kept"))
+            aggs.append(f"min_by(struct({fields}), __hr) AS __kept")
         else:
-            ordered = F.array_sort(F.collect_list(F.struct("__hr", *fields)))
-            aggs.append(F.slice(ordered, 1, req.max_rows).alias("__kept"))
-    pairs = hashed.groupBy("__u", *by).agg(*aggs)
+            ordered = f"array_sort(collect_list(struct(__hr, {fields})))"
+            aggs.append(f"slice({ordered}, 1, {req.max_rows}) AS __kept")
+    pairs = hashed.groupBy("__u", *[_col(k) for k in req.keys]).agg(*_exprs(*aggs))
     if not req.keys:
-        return pairs.withColumn("__keep", F.col("__u").isNotNull())
+        return pairs.withColumn("__keep", F.expr("__u IS NOT NULL"))
     # The group hash is computed per pair, not per row.
-    group_hash = _keyed_hash([F.col("__u"), *by], req.seed >> 64)
-    rank = F.row_number().over(Window.partitionBy("__u").orderBy(group_hash))
-    return pairs.withColumn("__keep", F.col("__u").isNotNull() & (rank <= req.max_groups))
+    rank = f"row_number() OVER (PARTITION BY __u ORDER BY {_keyed_hash(['__u', *by], req.seed >> 64)})"
+    return pairs.withColumn("__keep", F.expr(f"__u IS NOT NULL AND {rank} <= {req.max_groups}"))
 
 
 def _source_counts(source: DataFrame, unit: str | None, *,
@@ -436,8 +457,8 @@ def _source_counts(source: DataFrame, unit: str | None, *,
         return None
 
     def counted() -> tuple[int, int]:
-        units = F.count(F.lit(1)) if unit is None else F.count(_col(unit))
-        rows, counted_units = source.agg(F.count(F.lit(1)), units).collect()[0]
+        units = "count(1)" if unit is None else f"count({_q(unit)})"
+        rows, counted_units = source.agg(*_exprs("count(1)", units)).collect()[0]
         return int(rows), int(counted_units)
     return counted
 
@@ -447,22 +468,21 @@ def _kept_rows(pairs: DataFrame, req: BoundingRequest, values: list[str], *,
     """The kept rows (keys, __v0, __v1, ...) with __first marking one row per kept pair. With
     `carry`, the unit, the keys and the columns `values` under their own names, and __first."""
     kept = pairs.where("__keep")
-    keys = [_col(k) for k in req.keys]
+    keys = [_q(k) for k in req.keys]
     fields = [f"__v{j}" for j in range(len(values))]
-    names = values if carry else fields
+    names = [_q(n) for n in (values if carry else fields)]
     if carry:
         assert req.unit is not None
-        keys.insert(0, F.col("__u").alias(req.unit))
+        keys.insert(0, f"__u AS {_q(req.unit)}")
     if not values:
-        return kept.select(*keys, F.lit(True).alias("__first"),
-                           F.explode(F.sequence(F.lit(1), F.least("__n", F.lit(req.max_rows)))))
+        return kept.selectExpr(*keys, "TRUE AS __first", f"explode(sequence(1, least(__n, {req.max_rows})))")
     if req.max_rows == 1:
-        return kept.select(*keys, F.lit(True).alias("__first"),
-                           *[F.col(f"__kept.{f}").alias(n) for f, n in zip(fields, names, strict=True)])
-    rows = kept.select(*keys, F.posexplode("__kept").alias("__pos", "__r"))
-    carried = [_col(c) for c in rows.columns[:len(keys)]]
-    return rows.select(*carried, (F.col("__pos") == 0).alias("__first"),
-                       *[F.col(f"__r.{f}").alias(n) for f, n in zip(fields, names, strict=True)])
+        return kept.selectExpr(*keys, "TRUE AS __first",
+                               *[f"__kept.{f} AS {n}" for f, n in zip(fields, names, strict=True)])
+    rows = kept.selectExpr(*keys, "posexplode(__kept) AS (__pos, __r)")
+    carried = [_q(c) for c in rows.columns[:len(keys)]]
+    return rows.selectExpr(*carried, "__pos = 0 AS __first",
+                           *[f"__r.{f} AS {n}" for f, n in zip(fields, names, strict=True)])
 
 
 def _collect(seen: Callable[[], tuple[int, int]] | None, pairs: DataFrame, req: BoundingRequest,
@@ -479,9 +499,8 @@ def _collect(seen: Callable[[], tuple[int, int]] | None, pairs: DataFrame, req: 
             rows, units = seen()
             return rows, 0, rows - units
         return _aggregates(_kept_rows(pairs, req, values), req, values, counted)
-    totals = _Observed(
-        F.coalesce(F.sum(F.when(F.col("__u").isNotNull(), F.col("__n"))), F.lit(0)).alias("entered"),
-        F.coalesce(F.sum(F.when(F.col("__u").isNull(), F.col("__n"))), F.lit(0)).alias("nulls"))
+    totals = _Observed(*_exprs("coalesce(sum(CASE WHEN __u IS NOT NULL THEN __n END), 0) AS entered",
+                               "coalesce(sum(CASE WHEN __u IS NULL THEN __n END), 0) AS nulls"))
     if req.cells or req.bins:
         queried = list(pairs.agg(*totals.columns).collect()[0])
     else:
@@ -506,19 +525,18 @@ def _aggregates(rows: DataFrame, req: BoundingRequest, values: list[str],
     (rows, rows outside the keys, rows with a null unit; read once the first query over `rows`
     has run) for the diagnostics; `select` picks the groups to collect (all). The kept rows are
     the groups' rows."""
-    cols = [_count_if(F.col("__first")).alias("__units"), F.count(F.lit(1)).alias("__rows")]
+    cols = [f"{_count_if('__first')} AS __units", "count(1) AS __rows"]
     for i, meas in enumerate(req.measures):
-        v = F.col(f"__v{values.index(meas.column)}")
+        v = f"__v{values.index(meas.column)}"
         c = _clip(v, meas.lo, meas.hi)
-        cols += [F.count(v).alias(f"__n{i}"), F.coalesce(F.sum(c), F.lit(0.0)).alias(f"__s{i}"),
-                 _count_if((v < meas.lo) | (v > meas.hi)).alias(f"__c{i}")]
+        cols += [f"count({v}) AS __n{i}", f"coalesce(sum({c}), {_double(0)}) AS __s{i}",
+                 f"{_count_if(_outside(v, meas.lo, meas.hi))} AS __c{i}"]
         if meas.squares:  # else no aggregate reads it (read_measures leaves it NaN)
-            cols.append(F.coalesce(F.sum(c * c), F.lit(0.0)).alias(f"__q{i}"))
+            cols.append(f"coalesce(sum(({c}) * ({c})), {_double(0)}) AS __q{i}")
     for j in range(len(values)):
-        v = F.col(f"__v{j}")
-        cols += [_count_if(v.isNull()).alias(f"__null{j}"),
-                 _count_if(v.isin(math.inf, -math.inf)).alias(f"__inf{j}")]
-    stats = _grouped(rows, req.keys, cols, select)
+        cols += [f"{_count_if(f'__v{j} IS NULL')} AS __null{j}",
+                 f"{_count_if(f'abs(__v{j}) = {_double(math.inf)}')} AS __inf{j}"]
+    stats = _grouped(rows, req.keys, _exprs(*cols), select)
     rows_total, by_keys, null_units = counts()
     kept = int(stats["__rows"].sum())
     groups = stats[list(req.keys)].reset_index(drop=True)
@@ -528,10 +546,10 @@ def _aggregates(rows: DataFrame, req: BoundingRequest, values: list[str],
         cells[spec], clipped[spec] = _cell_window(rows, req, values, spec, groups)
     bins = {}
     for bspec in req.bins:
-        v = F.col(f"__v{values.index(bspec.column)}")
-        lo, hi = bspec.edges[0], bspec.edges[-1]
-        df = _grouped(_binned(rows.where(v.isNotNull()), v, bspec.edges), (*req.keys, "__bin"),
-                      [F.count(F.lit(1)).alias("__count"), _count_if((v < lo) | (v > hi)).alias("__clip")])
+        name = f"__v{values.index(bspec.column)}"
+        col, lo, hi = F.col(name), bspec.edges[0], bspec.edges[-1]
+        df = _grouped(_binned(rows.where(col.isNotNull()), col, bspec.edges), (*req.keys, "__bin"),
+                      _exprs("count(1) AS __count", f"{_count_if(_outside(name, lo, hi))} AS __clip"))
         gi = group_index(df, groups, req.keys)
         out = np.zeros((len(groups), len(bspec.edges) - 1), dtype=np.int64)
         np.add.at(out, (gi, df["__bin"].to_numpy(np.int64)), df["__count"].to_numpy(np.int64))
@@ -593,15 +611,15 @@ def _collect_sorted(frame: DataFrame, by: Sequence[str], *, one_partition: bool 
 def _cell_window(rows: DataFrame, req: BoundingRequest, values: list[str], spec: Cells,
                  groups: pd.DataFrame) -> tuple[CellWindow, int]:
     """The grid cells of `spec` in each group's window, chosen as the DuckDB engine does."""
-    v = F.col(f"__v{values.index(spec.column)}")
+    v = f"__v{values.index(spec.column)}"
     width = (spec.hi - spec.lo) / spec.cells
-    cell = F.round((_clip(v, spec.lo, spec.hi) - F.lit(float(spec.lo))) / F.lit(width)).cast("long")
+    cell = f"CAST(round(({_clip(v, spec.lo, spec.hi)} - {_double(spec.lo)}) / {_double(width)}) AS BIGINT)"
     keys = [_col(k) for k in req.keys]
-    grid = rows.where(v.isNotNull()).select(*keys, cell.alias("__cell"),
-                                            ((v < spec.lo) | (v > spec.hi)).alias("__out"))
+    grid = rows.where(f"{v} IS NOT NULL").selectExpr(*[_q(k) for k in req.keys], f"{cell} AS __cell",
+                                                     f"{_outside(v, spec.lo, spec.hi)} AS __out")
     # One pass over the kept rows: the cells stay on the cluster, the coarse bins come from them.
-    cells = grid.groupBy(*keys, "__cell").agg(F.count(F.lit(1)).alias("__count"),
-                                              _count_if(F.col("__out")).alias("__clip"))
+    cells = grid.groupBy(*keys, "__cell").agg(*_exprs("count(1) AS __count",
+                                                      f"{_count_if('__out')} AS __clip"))
     coarse = cells.groupBy(*keys, F.shiftright("__cell", COARSE_SHIFT).alias("__k")).agg(
         F.sum("__count").alias("__cnt"), F.sum("__clip").alias("__clip"))
     by = Window.partitionBy(*keys) if keys else Window.partitionBy(F.lit(0))
