@@ -416,8 +416,9 @@ def _text(value: Any) -> str:
 def _pairs(source: DataFrame, req: BoundingRequest, values: list[str], keys: DataFrame | None, *,
            carry: bool = False) -> DataFrame:
     """One row per (unit, group) of the rows in the public `keys` (`_key_frame`; None: all):
-    row count, the kept rows, whether the pair is kept. With `carry`, the kept rows hold the
-    columns `values` as they are, not as DOUBLE."""
+    row count, the kept rows (__m0, __m1, ... with one row a pair, else the list __kept), whether
+    the pair is kept. With `carry`, the kept rows hold the columns `values` as they are, not as
+    DOUBLE."""
     assert req.unit is not None
     content = list(dict.fromkeys([req.unit, *req.keys, *value_inputs(req, values)]))
     narrow = source.selectExpr(*[_q(c) for c in content])
@@ -431,7 +432,10 @@ def _pairs(source: DataFrame, req: BoundingRequest, values: list[str], keys: Dat
     if values:
         fields = ", ".join(f"__v{j}" for j in range(len(values)))
         if req.max_rows == 1:
-            aggs.append(f"min_by(struct({fields}), __hr) AS __kept")
+            # One min_by per column, not of a struct: a struct buffer turns Spark's hash
+            # aggregate into a sort of every row (the floor's plan has none). Rows of one hash
+            # have the same content, so the columns come from one row.
+            aggs += [f"min_by(__v{j}, __hr) AS __m{j}" for j in range(len(values))]
         else:
             ordered = f"array_sort(collect_list(struct(__hr, {fields})))"
             aggs.append(f"slice({ordered}, 1, {req.max_rows}) AS __kept")
@@ -478,7 +482,7 @@ def _kept_rows(pairs: DataFrame, req: BoundingRequest, values: list[str], *,
         return kept.selectExpr(*keys, "TRUE AS __first", f"explode(sequence(1, least(__n, {req.max_rows})))")
     if req.max_rows == 1:
         return kept.selectExpr(*keys, "TRUE AS __first",
-                               *[f"__kept.{f} AS {n}" for f, n in zip(fields, names, strict=True)])
+                               *[f"__m{j} AS {n}" for j, n in enumerate(names)])
     rows = kept.selectExpr(*keys, "posexplode(__kept) AS (__pos, __r)")
     carried = [_q(c) for c in rows.columns[:len(keys)]]
     return rows.selectExpr(*carried, "__pos = 0 AS __first",
