@@ -595,21 +595,21 @@ def _grouped(rows: DataFrame, by: Sequence[str], cols: list[Column],
     of the groups `select` keeps (all)."""
     keys = [_col(k) for k in by]
     grouped = rows.groupBy(*keys).agg(*cols) if keys else rows.agg(*cols)
-    return _collect_sorted(grouped if select is None else select(grouped), by, one_partition=True)
+    return _collect_sorted(grouped if select is None else select(grouped), by)
 
 
-def _collect_sorted(frame: DataFrame, by: Sequence[str], *, one_partition: bool = False) -> pd.DataFrame:
-    """`frame` (small) on the driver, sorted by the columns `by`, nulls last. With
-    `one_partition` (a row per group) the sort is one task: no sampling job to partition it by
-    ranges, which would compute `frame` twice."""
-    order = [_col(k).asc_nulls_last() for k in by]
-    ordered = frame if not by else frame.repartition(1).sortWithinPartitions(*order) \
-        if one_partition else frame.orderBy(*order)
-    if hasattr(ordered, "toArrow"):  # pyspark >= 4: columnar transfer, no Row objects
-        out: pd.DataFrame = ordered.toArrow().to_pandas()
+def _collect_sorted(frame: DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """`frame` (small) on the driver, sorted there by the columns `by`, nulls last, as Spark sorts
+    them (text by code point, which is UTF-8 byte order): a sort on the cluster is one more
+    stage (or a sampling job that computes `frame` twice), 0.15-0.2 s of a 0.8 s release on a
+    bounded table."""
+    if hasattr(frame, "toArrow"):  # pyspark >= 4: columnar transfer, no Row objects
+        out: pd.DataFrame = frame.toArrow().to_pandas()
+    else:
+        out = pd.DataFrame.from_records([tuple(r) for r in frame.collect()], columns=frame.columns)
+    if not by or out.empty:
         return out
-    data = ordered.collect()
-    return pd.DataFrame.from_records([tuple(r) for r in data], columns=ordered.columns)
+    return out.sort_values(list(by), na_position="last", kind="stable", ignore_index=True)
 
 
 def _cell_window(rows: DataFrame, req: BoundingRequest, values: list[str], spec: Cells,
