@@ -64,7 +64,7 @@ from bayesdp.tables.engines.base import (
     read_measures,
     value_inputs,
 )
-from bayesdp.tables.engines.grids import BATCH_ROWS, BoundedGrids, CountedGrid
+from bayesdp.tables.engines.grids import BATCH_ROWS, BoundedGrids, CountedGrid, whole_window
 
 _NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
             "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "REAL", "DECIMAL", "BOOLEAN")
@@ -333,19 +333,13 @@ class DuckDBEngine:
         stride = spec.cells + 1
         key = f"g.__g * {stride} + g.__cell AS __key"
         cells = f"SELECT {key}, CAST({count} AS BIGINT) AS __count FROM {grid} g"
-        groups = n.size
-        start, stop, below = (np.zeros(groups, dtype=np.int64) for _ in range(3))
         # Every group's window is its whole grid when the margin exceeds its values: each coarse
         # bin's rank range then meets (q·n - margin, q·n + margin) (see `Cells`).
         most = int(n.max()) if n.size else 0
         if spec.margin > most + 1.0:
             key_of, count_of = self._cell_counts(f"{cells} GROUP BY ALL", most)
-            group, cell_of = np.divmod(key_of, stride)
-            first = np.flatnonzero(np.diff(group, prepend=-1))
-            last = np.append(first[1:], group.size) - 1 if first.size else first
-            start[group[first]] = (cell_of[first] >> COARSE_SHIFT) << COARSE_SHIFT
-            stop[group[first]] = ((cell_of[last] >> COARSE_SHIFT) + 1) << COARSE_SHIFT
-            return CellWindow(n, start, stop, below, group, cell_of, count_of)
+            return whole_window(n, *np.divmod(key_of, stride), count_of)
+        start, stop, below = (np.zeros(n.size, dtype=np.int64) for _ in range(3))
         q, m = float(spec.q), float(spec.margin)
         coarse = (f"SELECT __g, __cell >> {COARSE_SHIFT} AS __k, CAST({count} AS BIGINT) AS __cnt"
                   f" FROM {grid} g GROUP BY ALL")

@@ -48,6 +48,17 @@ def _count_runs(keys: np.ndarray, weights: np.ndarray,
     return group, cell, count
 
 
+def whole_window(n: np.ndarray, group: np.ndarray, cell: np.ndarray, count: np.ndarray) -> CellWindow:
+    """Every group's window as its whole grid (the cells, sorted by group, then cell): from the
+    coarse bin of its first cell to the end of the bin of its last."""
+    start, stop, below = (np.zeros(n.size, dtype=np.int64) for _ in range(3))
+    lead = np.flatnonzero(np.diff(group, prepend=-1))
+    last = np.append(lead[1:], group.size) - 1 if lead.size else lead  # no cells: no window
+    start[group[lead]] = (cell[lead] >> COARSE_SHIFT) << COARSE_SHIFT
+    stop[group[last]] = ((cell[last] >> COARSE_SHIFT) + 1) << COARSE_SHIFT
+    return CellWindow(n, start, stop, below, group, cell, count)
+
+
 @dataclass(frozen=True)
 class CountedGrid:
     """Counts of a quantile grid per (group, cell), sorted by group, then cell. The groups are
@@ -100,11 +111,7 @@ class CountedGrid:
         if not group.size:
             return CellWindow(n, start, stop, below, group, cell, count)
         if float(spec.margin) > float(n.max()) + 1.0:  # every bin meets: the whole grid, in fewer passes
-            lead = np.flatnonzero(np.diff(group, prepend=-1))
-            last = np.append(lead[1:], group.size) - 1
-            start[group[lead]] = (cell[lead] >> COARSE_SHIFT) << COARSE_SHIFT
-            stop[group[last]] = ((cell[last] >> COARSE_SHIFT) + 1) << COARSE_SHIFT
-            return CellWindow(n, start, stop, below, group, cell, count)
+            return whole_window(n, group, cell, count)
         coarse = cell >> COARSE_SHIFT
         bin_first = np.flatnonzero((np.diff(group, prepend=-1) != 0) | (np.diff(coarse, prepend=-1) != 0))
         bin_group, bin_count = group[bin_first], np.add.reduceat(count, bin_first)
