@@ -32,7 +32,17 @@ def plain(x: Any) -> Any:
 
 
 def _array(a: np.ndarray) -> list[Any]:
-    return [plain(v) if np.ndim(v) == 0 else _array(v) for v in np.asarray(a, dtype=np.float64)]
+    """A float array as (nested) lists, NaN and infinities as None, in one pass."""
+    a = np.asarray(a, dtype=np.float64)
+    out = a.astype(object)
+    out[~np.isfinite(a)] = None
+    return out.tolist()  # type: ignore[no-any-return]
+
+
+def _rows(frame: pd.DataFrame) -> list[list[Any]]:
+    """A frame's rows as JSON-safe lists, converted block by block (itertuples reads a frame of
+    more than 254 columns column by column: 6 s for a 10,000-bin histogram's 30,000)."""
+    return [[plain(v) for v in row] for row in frame.to_numpy(dtype=object).tolist()]
 
 
 def guarantee_json(g: Guarantee) -> dict[str, Any]:
@@ -69,7 +79,7 @@ def release_json(release: Release, request: dict[str, Any], options: dict[str, A
         "alpha": public.alpha,
         "public_keys": public.public_keys,
         "keys": {"columns": list(public.keys.columns),
-                 "data": [[plain(v) for v in row] for row in public.keys.itertuples(index=False)]},
+                 "data": _rows(public.keys)},
         "estimates": {n: {"value": _array(e.value), "low": _array(e.low), "high": _array(e.high)}
                       for n, e in public.estimates.items()},
         "derived": dict(public.derived),
@@ -77,8 +87,8 @@ def release_json(release: Release, request: dict[str, Any], options: dict[str, A
         "label": public.label,
         "dataset": public.dataset,
         "created": public.created.timestamp(),
-        "columns": list(table.columns),
-        "rows": [[plain(v) for v in row] for row in table.itertuples(index=False)],
+        "columns": table.columns.tolist(),
+        "rows": _rows(table),
         "guarantee": guarantee_json(public.guarantee),
         "explain": public.explain(),
     }

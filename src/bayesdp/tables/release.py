@@ -6,6 +6,7 @@ from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from bayesdp.privacy import Guarantee
@@ -62,7 +63,17 @@ class Release:
             suffixes = ("", "_low", "_high")
             cols = {name + s: cols[name + s] for name in self.columns
                     for s in (("",) if name in self.keys.columns else suffixes)}
-        return pd.DataFrame(cols, index=pd.RangeIndex(len(self.keys)))
+        index = pd.RangeIndex(len(self.keys))
+        # The float columns as one block: pandas spends about 20 µs on each column it is given
+        # one by one, and a histogram has three per bin.
+        floats = [c for c, a in cols.items() if isinstance(a, np.ndarray) and a.dtype == np.float64]
+        block = pd.DataFrame(np.column_stack([cols[c] for c in floats]) if floats else None,
+                             columns=floats, index=index)
+        kept = set(floats)
+        for i, c in enumerate(cols):  # the others (keys that are not floats) in their places
+            if c not in kept:
+                block.insert(i, c, cols[c])
+        return block
 
     def describe(self, name: str) -> str:
         """What the released column `name` is: its aggregate, or how it was derived."""
