@@ -154,9 +154,11 @@ def _serve(config: Any, args: argparse.Namespace, token: str | None = None) -> i
     import uvicorn
 
     from bayesdp.serve.app import create_app
+    from bayesdp.serve.limits import cap_process
 
     if bool(args.ssl_keyfile) != bool(args.ssl_certfile):
         raise InvalidParameter("give both --ssl-keyfile and --ssl-certfile to serve HTTPS")
+    cap_process(config.limits)
     app = create_app(config)
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     # proto IPPROTO_TCP, not 0: asyncio turns Nagle's algorithm off (TCP_NODELAY) only on sockets

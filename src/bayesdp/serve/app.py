@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 import duckdb
 import jinja2
 from starlette.applications import Starlette
@@ -28,6 +29,7 @@ from starlette.routing import Route
 from bayesdp.errors import BayesdpError, BudgetExceeded, InvalidParameter
 from bayesdp.report import write_release_report
 from bayesdp.serve.config import Config
+from bayesdp.serve.limits import Busy, Interrupted, Pool, TooCostly
 from bayesdp.serve.openapi import docs_page, openapi_schema
 from bayesdp.serve.service import AuditedLedger, DatasetNotFound, Service
 from bayesdp.serve.state import Analyst, State
@@ -109,6 +111,7 @@ def create_app(config: Config) -> Starlette:
     # Failed authentications per client address: each costs a slow hash and an audit row.
     failures = RateLimiter(config.rate_per_minute)
     report_lock = threading.Lock()
+    pool = Pool(config.limits)
 
     async def read_json(request: Request) -> Any:
         if request.method != "POST":
@@ -118,11 +121,17 @@ def create_app(config: Config) -> Starlette:
             raise ApiError(413, "too_large", f"the request body has {int(declared):,} bytes; the limit "
                            f"is {config.max_body_bytes:,}")
         chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > config.max_body_bytes:
-                raise ApiError(413, "too_large", f"the request body exceeds {config.max_body_bytes:,} bytes")
-            chunks.append(chunk)
+        # A body slower than body_seconds (or shorter than its Content-Length) must not hold a worker.
+        with anyio.move_on_after(config.limits.body_seconds) as reading:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > config.max_body_bytes:
+                    raise ApiError(413, "too_large",
+                                   f"the request body exceeds {config.max_body_bytes:,} bytes")
+                chunks.append(chunk)
+        if reading.cancelled_caught:
+            raise ApiError(408, "body_timeout", f"the request body did not arrive within "
+                           f"{config.limits.body_seconds:g} s", {"Connection": "close"})
         try:
             return json.loads(b"".join(chunks) or b"null")
         except (ValueError, UnicodeDecodeError) as exc:
@@ -156,6 +165,13 @@ def create_app(config: Config) -> Starlette:
         except BudgetExceeded as exc:
             status, detail = "403", str(exc)
             response = _error(403, "budget_exceeded", public_message(exc, rid), rid)
+        except TooCostly as exc:
+            status, detail = "413", str(exc)
+            response = _error(413, "too_costly", exc.public_message, rid)
+        except (Interrupted, duckdb.InterruptException, duckdb.OutOfMemoryException, MemoryError) as exc:
+            status, detail = "503", f"{type(exc).__name__}: {exc}"
+            response = _error(503, "stopped", "the request was stopped before it finished: the client "
+                              "left, or it ran past the service's time or memory limit", rid)
         except (BayesdpError, ValueError, duckdb.Error) as exc:
             # str(exc) holds the private detail: it goes to the curator's audit log only.
             status, detail = "400", f"{type(exc).__name__}: {exc}"
@@ -202,7 +218,10 @@ def create_app(config: Config) -> Starlette:
                 await run_in_threadpool(state.audit_end, rid, str(exc.status), None, exc.message)
                 return _error(exc.status, exc.code, exc.message, rid, exc.headers)
             call = Call(request, analyst, rid, body)
-            return await run_in_threadpool(audited, call, work, dataset, what)
+            try:
+                return await pool.run(audited, call, work, dataset, what, receive=request.receive)
+            except Busy:
+                return _error(503, "busy", "the service is busy; retry shortly", rid, {"Retry-After": "1"})
 
         return endpoint
 

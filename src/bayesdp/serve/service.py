@@ -25,6 +25,7 @@ from bayesdp.errors import CuratorWarning, DataError, InvalidParameter, invalid
 from bayesdp.expressions import row_expression
 from bayesdp.holdout import ReusableHoldout, table_means
 from bayesdp.privacy import Ledger, Spend
+from bayesdp.serve import limits
 from bayesdp.serve.config import Config, Dataset, Holdout
 from bayesdp.serve.state import State
 from bayesdp.serve.wire import guarantee_json, plain, release_json
@@ -63,6 +64,7 @@ class Service:
     def __init__(self, config: Config, state: State) -> None:
         self.config, self.state = config, state
         self.db = duckdb.connect()
+        limits.configure(self.db, config.limits)
         self._columns: dict[str, list[str]] = {}
         for ds in config.datasets.values():
             keep = [*([ds.privacy_unit] if ds.privacy_unit else []), *ds.columns]
@@ -85,7 +87,7 @@ class Service:
 
     def relation(self, kind: str, name: str) -> duckdb.DuckDBPyRelation:
         """A relation over a loaded table on a new cursor (one per request and thread)."""
-        return self.db.cursor().sql(f"SELECT * FROM {_table_name(kind, name)}")
+        return limits.cursor(self.db).sql(f"SELECT * FROM {_table_name(kind, name)}")
 
     def dataset(self, name: Any) -> Dataset:
         if not isinstance(name, str) or name not in self.config.datasets:
@@ -97,6 +99,7 @@ class Service:
         """The dataset a request names, or the table its SQL reads when it names none."""
         name, text = request.get("dataset"), request.get("sql")
         if name is None and isinstance(text, str):
+            limits.check_sql(text, self.config.limits)
             from_ = parse(text)[0].args.get("from_")
             node = None if from_ is None else from_.this
             name = node.name if isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier) \
@@ -137,6 +140,7 @@ class Service:
             raise invalid("spec", type(spec).__name__,
                           "a JSON object in the format of `bayesdp release --spec`")
         spec = dict(spec)
+        limits.check_spec(spec, self.config.limits)
         unit = spec.setdefault("privacy_unit", ds.privacy_unit or False)
         if unit != (ds.privacy_unit or False):
             raise invalid("privacy_unit", unit, f"{ds.privacy_unit or False!r}, the dataset's privacy unit")
@@ -179,6 +183,7 @@ class Service:
         text = request["sql"]
         if not isinstance(text, str) or not text.strip():
             raise invalid("sql", text, f"one SELECT statement over the table {ds.name!r}")
+        limits.check_sql(text, self.config.limits)
         return translate(text, {ds.name: self.relation("ds", ds.name)}, metadata=self._metadata[ds.name],
                          epsilon=request.get("epsilon"), delta=request.get("delta"))
 
@@ -308,8 +313,9 @@ class HoldoutService:
         if not isinstance(expressions, list) or not expressions or \
                 not all(isinstance(e, str) for e in expressions):
             raise invalid("queries", expressions, "a non-empty list of SQL expressions")
+        limits.check_holdout(expressions, self.service.config.limits)
         checked = [row_expression(e, self.columns, role="holdout query") for e in expressions]
-        train, holdout = table_means(self.service.db.cursor(), self._tables, checked)
+        train, holdout = table_means(limits.cursor(self.service.db), self._tables, checked)
         with self._lock:
             h = self._holdout
             if h is None:
