@@ -1,7 +1,9 @@
 """The service over loopback on a 1M-row dataset: preview latency, release overhead against the
-same release in process, and holdout queries per second, alone and under 8 concurrent clients.
+same release in process, and holdout queries per second, alone and under 8 concurrent clients;
+under load, release throughput and /health latency with 16 and 64 clients releasing at once.
 
-    .venv/bin/python bench/serve.py [--rows 1000000] [--requests 200] [--only preview,release,holdout]
+    .venv/bin/python bench/serve.py [--rows 1000000] [--requests 200] [--seconds 15]
+                                    [--only preview,release,holdout,load]
 
 Starts `bayesdp serve` (uvicorn, one process) on 127.0.0.1 and a free port in a temporary
 directory. The in-process release runs on the same data in the same DuckDB setup (a table in
@@ -117,6 +119,41 @@ def ms(times: list[float], q: float) -> str:
     return f"{1000 * float(np.quantile(times, q)):.1f} ms"
 
 
+def under_load(url: str, headers: dict[str, str], body: dict[str, Any], clients: int,
+               seconds: float) -> str:
+    """`clients` clients releasing back to back for `seconds`, /health probed every 0.1 s meanwhile:
+    releases per second, refusals for a full queue (503), and the /health latency."""
+    stop = time.monotonic() + seconds
+    counts = {201: 0, 503: 0}
+    health: list[float] = []
+    lock = threading.Lock()
+
+    def client() -> None:
+        with httpx.Client(base_url=url, headers=headers, timeout=120) as http:
+            while time.monotonic() < stop:
+                r = http.post("/v1/releases", json=body)
+                if r.status_code not in counts:
+                    r.raise_for_status()
+                with lock:
+                    counts[r.status_code] += 1
+
+    def probe() -> None:
+        with httpx.Client(base_url=url, timeout=120) as http:
+            while time.monotonic() < stop:
+                health.extend(timed(lambda: http.get("/health").raise_for_status(), 1))
+                time.sleep(0.1)
+
+    t = time.perf_counter()
+    threads = [threading.Thread(target=client) for _ in range(clients)] + [threading.Thread(target=probe)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    wall = time.perf_counter() - t
+    return (f"{clients} clients: {counts[201] / wall:.1f} releases/s, {counts[503]} answered 503; "
+            f"/health p50 {ms(health, 0.5)}, p99 {ms(health, 0.99)}, max {ms(health, 1.0)}")
+
+
 def holdout_body(i: int) -> dict[str, list[str]]:
     """A different expression each time, as an analyst's adaptive queries are (nothing is reused)."""
     return {"queries": [f"spend > {i % 97 + 0.5}"]}
@@ -126,7 +163,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--requests", type=int, default=200)
-    parser.add_argument("--only", default="preview,release,holdout",
+    parser.add_argument("--seconds", type=float, default=15.0, help="length of each load run")
+    parser.add_argument("--only", default="preview,release,holdout,load",
                         help="comma-separated parts to run (default: all)")
     args = parser.parse_args()
     parts = set(args.only.split(","))
@@ -193,6 +231,10 @@ def main() -> None:
             hc, wall8 = concurrent(holdout, 8, max(5, n // 8 * 2))
             print(f"holdout query: one client p50 {ms(h, 0.5)}, p99 {ms(h, 0.99)}, {len(h) / wall1:.0f}/s; "
                   f"8 clients: p50 {ms(hc, 0.5)}, p99 {ms(hc, 0.99)}, {len(hc) / wall8:.0f}/s")
+        if "load" in parts:
+            for clients in (16, 64):
+                print("under load:", under_load(url, headers, {"dataset": "events", "spec": SPEC}, clients,
+                                                args.seconds))
     finally:
         process.terminate()
         process.wait(timeout=30)

@@ -218,6 +218,8 @@ def create_app(config: Config) -> Starlette:
                 await run_in_threadpool(state.audit_end, rid, str(exc.status), None, exc.message)
                 return _error(exc.status, exc.code, exc.message, rid, exc.headers)
             call = Call(request, analyst, rid, body)
+            if not what:  # reads stored state only: never waits behind the computing requests
+                return await run_in_threadpool(audited, call, work, dataset, what)
             try:
                 return await pool.run(audited, call, work, dataset, what, receive=request.receive)
             except Busy:

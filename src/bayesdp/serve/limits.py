@@ -19,7 +19,7 @@ wall-clock limit passes, and requests run in a bounded pool with a bounded queue
     memory_limit = "2GB"           # DuckDB memory_limit of the service's database
     process_memory = "4GB"         # the server process's data memory (RLIMIT_DATA): past it, 503
     threads = 2                    # DuckDB threads
-    workers = 2                    # requests computing at once (in worker threads)
+    workers = 4                    # previews, releases, holdout queries computing at once (threads)
     queue = 64                     # requests waiting beyond the workers, else 503 with Retry-After
 """
 
@@ -59,7 +59,7 @@ class Limits:
     memory_limit: str = "2GB"
     process_memory: str = "4GB"
     threads: int = 2
-    workers: int = 2
+    workers: int = 4
     queue: int = 64
 
 
