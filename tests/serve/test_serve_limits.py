@@ -10,6 +10,7 @@ import threading
 import time
 import tomllib
 from collections.abc import Iterator
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -23,7 +24,7 @@ from serve_helpers import Server, add_analyst, serve, write_service
 import bayesdp as bdp
 from bayesdp.errors import InvalidParameter
 from bayesdp.serve.config import parse_config
-from bayesdp.serve.limits import Work, working
+from bayesdp.serve.limits import Limits, Work, parse_limits, working
 from bayesdp.serve.wire import release_json
 
 BIG_ROWS = 1_000_000
@@ -210,6 +211,13 @@ def test_limits_in_the_configuration_are_checked(tmp_path: Path, limits: dict[st
     doc = tomllib.loads(write_service(tmp_path).read_text())
     with pytest.raises(InvalidParameter, match=message):
         parse_config({**doc, "limits": limits}, tmp_path)
+
+
+def test_the_readme_shows_the_default_limits() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```toml\n[limits]\n", 1)[1].split("```", 1)[0]
+    assert parse_limits(tomllib.loads(block)) == Limits()
+    assert {line.split()[0] for line in block.splitlines()} == {f.name for f in fields(Limits)}
 
 
 @pytest.mark.timeout(30)

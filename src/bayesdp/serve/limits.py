@@ -232,13 +232,15 @@ class Pool:
         self._limiter = anyio.CapacityLimiter(limits.workers)
         self._admitted = 0  # touched on the event loop only
 
-    async def run(self, fn: Callable[..., T], *args: Any, receive: Callable[[], Any] | None = None) -> T:
-        """`fn(*args)` in a worker thread with a new Work; interrupted when `receive` reports the
-        client's disconnect or after limits.max_seconds."""
+    async def run(self, fn: Callable[..., T], *args: Any, receive: Callable[[], Any] | None = None,
+                  work: Work | None = None) -> T:
+        """`fn(*args)` in a worker thread as `work` (a new Work by default: a caller that keeps it
+        can interrupt it, at a deadline say); interrupted when `receive` reports the client's
+        disconnect or after limits.max_seconds."""
         if self._admitted >= self.limits.workers + self.limits.queue:
             raise Busy
         self._admitted += 1
-        work = Work()
+        work = work or Work()
 
         def in_thread() -> T:
             with working(work, self.limits.max_seconds):
