@@ -153,11 +153,12 @@ def test_a_body_shorter_than_its_length_is_dropped_within_seconds(limited: tuple
 
 def test_health_answers_fast_while_every_worker_is_busy(limited: tuple[Server, str]) -> None:
     server, token = limited
-    statuses: list[int] = []
+    statuses: list[tuple[int, str | None]] = []
 
     def release() -> None:
         with server.client(token, timeout=60) as http:
-            statuses.append(http.post("/v1/releases", json=slow(4)).status_code)
+            r = http.post("/v1/releases", json=slow(4))
+            statuses.append((r.status_code, r.headers.get("retry-after")))
 
     threads = [threading.Thread(target=release) for _ in range(4)]
     for t in threads:
@@ -173,7 +174,7 @@ def test_health_answers_fast_while_every_worker_is_busy(limited: tuple[Server, s
         t.join()
     assert statistics.median(waits) < 0.5, waits  # on a loaded 2-core machine; 1.2 s before the pool
     # One computing, one waiting: the others are told to come back.
-    assert sorted(statuses) == [201, 201, 503, 503], statuses
+    assert sorted(statuses) == [(201, None), (201, None), (503, "1"), (503, "1")], statuses
 
 
 def test_memory_stays_under_the_cap_through_a_hostile_battery(limited: tuple[Server, str]) -> None:

@@ -212,18 +212,19 @@ def create_app(config: Config) -> Starlette:
                 body = await read_json(request)
                 if isinstance(body, dict) and isinstance(body.get("dataset"), str):
                     dataset = body["dataset"]
+                call = Call(request, analyst, rid, body)
+                if not what:  # reads stored state only: never waits behind the computing requests
+                    return await run_in_threadpool(audited, call, work, dataset, what)
+                try:
+                    return await pool.run(audited, call, work, dataset, what, receive=request.receive)
+                except Busy:
+                    raise ApiError(503, "busy", "every worker is busy and the queue is full; retry shortly",
+                                   {"Retry-After": "1"}) from None
             except ApiError as exc:
                 await run_in_threadpool(state.audit_begin, rid, analyst.id, request.method, path, dataset,
                                         what or None)
                 await run_in_threadpool(state.audit_end, rid, str(exc.status), None, exc.message)
                 return _error(exc.status, exc.code, exc.message, rid, exc.headers)
-            call = Call(request, analyst, rid, body)
-            if not what:  # reads stored state only: never waits behind the computing requests
-                return await run_in_threadpool(audited, call, work, dataset, what)
-            try:
-                return await pool.run(audited, call, work, dataset, what, receive=request.receive)
-            except Busy:
-                return _error(503, "busy", "the service is busy; retry shortly", rid, {"Retry-After": "1"})
 
         return endpoint
 
