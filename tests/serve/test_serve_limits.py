@@ -151,6 +151,15 @@ def test_a_body_shorter_than_its_length_is_dropped_within_seconds(limited: tuple
     assert data.startswith(b"HTTP/1.1 408")
 
 
+def test_headers_that_never_end_do_not_hold_a_connection(limited: tuple[Server, str]) -> None:
+    url = urlparse(limited[0].url)
+    with socket.create_connection((url.hostname, url.port), timeout=15) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # and never the blank line
+        start = time.monotonic()
+        assert s.recv(100) == b""  # closed by the server, without an answer
+        assert time.monotonic() - start < 5
+
+
 def test_health_answers_fast_while_every_worker_is_busy(limited: tuple[Server, str]) -> None:
     server, token = limited
     statuses: list[tuple[int, str | None]] = []

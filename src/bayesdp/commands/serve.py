@@ -154,6 +154,7 @@ def _serve(config: Any, args: argparse.Namespace, token: str | None = None) -> i
     import uvicorn
 
     from bayesdp.serve.app import create_app
+    from bayesdp.serve.connections import timed_h11
     from bayesdp.serve.limits import cap_process
 
     if bool(args.ssl_keyfile) != bool(args.ssl_certfile):
@@ -173,6 +174,7 @@ def _serve(config: Any, args: argparse.Namespace, token: str | None = None) -> i
     if token is not None:
         print(f"Token: {token}", flush=True)
     server = uvicorn.Server(uvicorn.Config(app, ssl_keyfile=args.ssl_keyfile, ssl_certfile=args.ssl_certfile,
-                                           log_level="info", access_log=False))
+                                           log_level="info", access_log=False,
+                                           http=timed_h11(config.limits.body_seconds)))
     server.run(sockets=[sock])
     return 0

@@ -15,7 +15,8 @@ wall-clock limit passes, and requests run in a bounded pool with a bounded queue
     max_sql_chars = 20_000
     max_holdout_queries = 100      # per request
     max_seconds = 60               # a request's engine work is interrupted after this (backstop)
-    body_seconds = 10              # to receive a request body, else 408 and the connection is closed
+    body_seconds = 10              # to receive a request's headers (else the connection is closed)
+                                   # and its body (else 408 and the connection is closed)
     memory_limit = "2GB"           # DuckDB memory_limit of the service's database
     process_memory = "4GB"         # the server process's data memory (RLIMIT_DATA): past it, 503
     threads = 2                    # DuckDB threads
