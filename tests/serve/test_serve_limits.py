@@ -9,6 +9,7 @@ import statistics
 import threading
 import time
 import tomllib
+import warnings
 from collections.abc import Iterator
 from dataclasses import fields
 from pathlib import Path
@@ -24,7 +25,7 @@ from serve_helpers import Server, add_analyst, serve, write_service
 import bayesdp as bdp
 from bayesdp.errors import InvalidParameter
 from bayesdp.serve.config import parse_config
-from bayesdp.serve.limits import Limits, Work, parse_limits, working
+from bayesdp.serve.limits import Interrupted, Limits, Work, cursor, interruptible, parse_limits, working
 from bayesdp.serve.wire import release_json
 
 BIG_ROWS = 1_000_000
@@ -210,6 +211,18 @@ def test_a_time_limit_interrupts_the_engine() -> None:
     assert time.monotonic() - start < 5
     with pytest.raises(InvalidParameter, match=r"ran past 0\.5 s"):
         work.cursor(db)  # and it starts no new query
+
+
+def test_an_engine_failure_after_an_interruption_is_reported_as_the_interruption() -> None:
+    def release(db: duckdb.DuckDBPyConnection) -> None:  # a library release, its error a DataError
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            bdp.table(cursor(db).sql("SELECT u, x FROM range(100000000) r(u), (SELECT 1.0 AS x)"), "u").agg(
+                s=bdp.sum("x * x * x", bounds=(0, 1))).release(1.0, rng=bdp.rng_for_tests(1))
+
+    db = duckdb.connect()
+    with working(Work(), 0.5), pytest.raises(Interrupted, match="ran past"):
+        interruptible(release)(db)
 
 
 @pytest.mark.parametrize(("limits", "message"), [

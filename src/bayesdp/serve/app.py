@@ -29,7 +29,7 @@ from starlette.routing import Route
 from bayesdp.errors import BayesdpError, BudgetExceeded, InvalidParameter
 from bayesdp.report import write_release_report
 from bayesdp.serve.config import Config
-from bayesdp.serve.limits import Busy, Interrupted, Pool, TooCostly
+from bayesdp.serve.limits import Busy, Interrupted, Pool, TooCostly, interruptible
 from bayesdp.serve.openapi import docs_page, openapi_schema
 from bayesdp.serve.service import AuditedLedger, DatasetNotFound, Service
 from bayesdp.serve.state import Analyst, State
@@ -216,7 +216,8 @@ def create_app(config: Config) -> Starlette:
                 if not what:  # reads stored state only: never waits behind the computing requests
                     return await run_in_threadpool(audited, call, work, dataset, what)
                 try:
-                    return await pool.run(audited, call, work, dataset, what, receive=request.receive)
+                    return await pool.run(audited, call, interruptible(work), dataset, what,
+                                          receive=request.receive)
                 except Busy:
                     raise ApiError(503, "busy", "every worker is busy and the queue is full; retry shortly",
                                    {"Retry-After": "1"}) from None

@@ -220,6 +220,22 @@ def working(work: Work, max_seconds: float) -> Iterator[Work]:
         _current.reset(token)
 
 
+def interruptible(fn: Callable[..., T]) -> Callable[..., T]:
+    """`fn`, whose failure after its request was interrupted is reported as Interrupted (the
+    library turns DuckDB's interruption into a DataError, like any engine failure)."""
+
+    def run(*args: Any) -> T:
+        try:
+            return fn(*args)
+        except Exception:
+            work = _current.get()
+            if work is not None and work.reason is not None:
+                raise Interrupted(f"the request was stopped: {work.reason}") from None
+            raise
+
+    return run
+
+
 class Busy(Exception):
     """Every worker is busy and the queue is full (HTTP 503 with Retry-After)."""
 
