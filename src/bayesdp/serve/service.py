@@ -22,7 +22,7 @@ from sqlglot import exp
 from bayesdp import tables
 from bayesdp.commands.release import RELEASE_KEYS, build, check_spec
 from bayesdp.errors import CuratorWarning, DataError, InvalidParameter, invalid
-from bayesdp.expressions import row_expression
+from bayesdp.expressions import fold, resolve_column, row_expression
 from bayesdp.holdout import ReusableHoldout, table_means
 from bayesdp.privacy import Ledger, Spend
 from bayesdp.serve.config import Config, Dataset, Holdout
@@ -138,23 +138,28 @@ class Service:
                           "a JSON object in the format of `bayesdp release --spec`")
         spec = dict(spec)
         unit = spec.setdefault("privacy_unit", ds.privacy_unit or False)
+        if isinstance(unit, str) and ds.privacy_unit and fold(unit) == fold(ds.privacy_unit):
+            unit = spec["privacy_unit"] = ds.privacy_unit  # the engines ignore case in names
         if unit != (ds.privacy_unit or False):
             raise invalid("privacy_unit", unit, f"{ds.privacy_unit or False!r}, the dataset's privacy unit")
         try:
             check_spec(spec, "the spec")
         except DataError as exc:
             raise SpecError(exc.args[0]) from None
+        # Names are resolved among the public columns as the engines resolve them (without
+        # case), so the privacy unit, however spelled, is never one of them.
         public = list(ds.columns)
         by = spec.get("group_by") or []
-        for c in [by] if isinstance(by, str) else by:
-            if c not in public:
-                raise invalid("group_by", c, f"one of the public columns {public}")
+        if by:
+            names = [self._public_column(c, public, "group_by")
+                     for c in (by if isinstance(by, list) else [by])]
+            spec["group_by"] = names if isinstance(by, list) else names[0]
         for name, item in spec["aggregates"].items():
             # A column, an expression or a share's condition reads the public columns only.
             for key in ("column", "condition"):
                 text = item.get(key) if isinstance(item, dict) else None
-                if isinstance(text, str) and text.isidentifier() and text not in public:
-                    raise invalid(f"aggregates.{name}.{key}", text, f"one of the public columns {public}")
+                if isinstance(text, str) and text.isidentifier():
+                    self._public_column(text, public, f"aggregates.{name}.{key}")
                 if text is not None:
                     row_expression(text, public, role=f"aggregates.{name}.{key}")
         where = spec.get("where", [])
@@ -168,6 +173,14 @@ class Service:
         except DataError as exc:  # building reads the schema only, never a data value
             raise SpecError(exc.args[0]) from None
         return query, spec, options
+
+    @staticmethod
+    def _public_column(name: Any, public: list[str], role: str) -> str:
+        """The public column `name` names, spelled as in the schema, or a refusal."""
+        column = resolve_column(name, public, role) if isinstance(name, str) else None
+        if column is None:
+            raise invalid(role, name, f"one of the public columns {public}")
+        return column
 
     def translation(self, ds: Dataset, request: dict[str, Any]) -> Translation:
         """The translation of a request's SQL (`bayesdp.sql`, with the dataset's public schema as
