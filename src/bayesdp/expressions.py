@@ -11,8 +11,9 @@ columns, and every function not on the list (random, now, getenv, current_settin
 
 Engines run `RowExpression.sql(dialect)`, rendered from the checked tree (identifiers quoted,
 comments dropped), never the user's text. A name is resolved here once, as DuckDB and Spark
-resolve it (quoted or not, without case: `resolve_column`), and rendered in the schema's
-spelling; `RowExpression.columns` holds the columns so resolved, for checks on what is read.
+resolve it (quoted or not, without case: `resolve_column`; a name that matches several columns
+is refused), and rendered in the schema's spelling; `RowExpression.columns` holds the columns
+so resolved, for checks on what an expression reads (the privacy unit, the public columns).
 
 What is promised (and what is not):
 
@@ -109,7 +110,18 @@ def resolve_column(name: str, columns: Collection[str], role: str) -> str | None
     and Spark resolve identifiers, quoted or not, without case. None when no column has that
     name; refused when several differ only in case (the engines may pick either, or fail);
     `role` names the name in that refusal."""
-    matches = [c for c in columns if fold(c) == fold(name)]
+    return _resolve(name, _by_fold(columns), role)
+
+
+def _by_fold(columns: Collection[str]) -> dict[str, list[str]]:
+    index: dict[str, list[str]] = {}
+    for c in columns:
+        index.setdefault(fold(c), []).append(c)
+    return index
+
+
+def _resolve(name: str, index: dict[str, list[str]], role: str) -> str | None:
+    matches = index.get(fold(name), [])
     if len(matches) > 1:
         raise InvalidParameter(f"{role}: {name!r} names {len(matches)} columns that differ only in case "
                                f"({', '.join(repr(c) for c in matches)}): DuckDB and Spark ignore "
@@ -167,7 +179,7 @@ def _where(node: exp.Expression) -> str:
 @dataclass(frozen=True)
 class RowExpression:
     """A checked row-local expression: `text` its canonical DuckDB form, `columns` the columns it
-    reads; `sql(dialect)` what an engine runs."""
+    reads, spelled as in the schema (`resolve_column`); `sql(dialect)` what an engine runs."""
 
     text: str
     columns: frozenset[str]
@@ -332,7 +344,7 @@ def _parenthesize(node: exp.Expression) -> None:
 
 class _Checker:
     def __init__(self, columns: list[str], role: str) -> None:
-        self.columns = columns
+        self.columns, self.index = columns, _by_fold(columns)
         self.role = role
         self.used: set[str] = set()
         self.special: dict[type[exp.Expression], Callable[[exp.Expression], None]] = {
@@ -380,7 +392,7 @@ class _Checker:
         if not isinstance(node.this, exp.Identifier):
             raise self.refuse(node.this)
         written = str(node.this.this)
-        name = resolve_column(written, self.columns, f"{self.role}{_where(node)}")
+        name = _resolve(written, self.index, f"{self.role}{_where(node)}")
         if name is None:
             raise self._unknown(node, written)
         node.set("this", exp.to_identifier(name, quoted=True))  # the engine reads the schema's name
