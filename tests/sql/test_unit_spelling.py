@@ -92,6 +92,20 @@ def test_sql_refuses_the_unit_however_spelled(panel, dialect, context):
         assert UNIT in query[start:end].lower(), (query, err.message)
 
 
+def test_refusals_are_the_same_on_neighbouring_tables(panel):
+    """A refusal is decided from the schema: one row more (a new state) changes nothing in it."""
+    neighbour = pd.concat([panel, pd.DataFrame({UNIT: ["ZZ"], "Region": ["west"], "gsp": [1e9]})],
+                          ignore_index=True)
+    for context, u in zip(CONTEXTS, spellings(17, len(CONTEXTS), '"'), strict=True):
+        query = _sql("duckdb", CONTEXTS[context].format(u=u))
+        outcomes = []
+        for data in (panel, neighbour):
+            with pytest.raises(SqlError) as info:
+                _translate("duckdb", query, data)
+            outcomes.append((type(info.value), str(info.value), info.value.span))
+        assert outcomes[0] == outcomes[1] and "privacy unit" in outcomes[0][1], query
+
+
 @pytest.mark.parametrize("dialect", ["duckdb", "bigquery"])
 def test_sql_reads_other_columns_and_counts_the_unit_however_spelled(panel, dialect):
     """Legitimate uses in another case release exactly what the schema's spelling releases."""
