@@ -38,7 +38,7 @@ from typing import Any
 
 from bayesdp.errors import InvalidParameter, invalid
 from bayesdp.privacy import Guarantee
-from bayesdp.privacy.ledger import ACCOUNTINGS
+from bayesdp.privacy.filters import ACCOUNTINGS, PLD_REFUSED
 
 _TOP = ("state", "max_body_bytes", "rate_per_minute", "datasets", "holdouts")
 _DATASET = ("source", "privacy_unit", "unit_name", "description", "columns", "budget", "synthetic",
@@ -213,6 +213,8 @@ def _budget(v: Any, key: str, unit: str) -> Budget:
     if "epsilon" not in v:
         raise InvalidParameter(f"{key}.epsilon is missing")
     accounting = v.get("accounting", "basic")
+    if accounting == "pld":
+        raise InvalidParameter(f"{key}.accounting: {PLD_REFUSED}")
     if accounting not in ACCOUNTINGS:
         raise invalid(f"{key}.accounting", accounting, f"one of {ACCOUNTINGS}")
     budget = Budget(_positive(v["epsilon"], f"{key}.epsilon"), _delta(v.get("delta", 0.0), f"{key}.delta"),
