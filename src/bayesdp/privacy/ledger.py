@@ -44,7 +44,7 @@ from typing import Any, Literal
 
 from bayesdp.errors import BudgetExceeded, InvalidParameter, LedgerError, invalid
 from bayesdp.privacy.dependence import Dependence
-from bayesdp.privacy.filters import ACCOUNTINGS, PLD_REFUSED, Filter, filter_for
+from bayesdp.privacy.filters import ACCOUNTINGS, FILTERS, PLD_REFUSED, Filter, filter_for
 from bayesdp.privacy.guarantee import Guarantee, check_compatible
 from bayesdp.privacy.noise import Noise
 
@@ -110,6 +110,7 @@ class Ledger:
         self._conn: sqlite3.Connection | None = None
         self._pid = os.getpid()
         self._lock = threading.RLock()
+        self._rule: Filter | None = None
         if accounting == LEGACY:
             raise InvalidParameter(PLD_REFUSED)
         if accounting is not None and accounting not in ACCOUNTINGS:
@@ -206,7 +207,9 @@ class Ledger:
         """The privacy filter that keeps this ledger's budget (LedgerError for a legacy file)."""
         if self.accounting == LEGACY:
             raise self._legacy()
-        return filter_for(self.accounting, self.budget)
+        if self._rule is None or self._rule.name != self.accounting:
+            self._rule = filter_for(self.accounting, self.budget)  # built once: it may solve for ρ, μ
+        return self._rule
 
     def _legacy(self) -> LedgerError:
         return LedgerError(
@@ -436,7 +439,7 @@ class Ledger:
             "SELECT label, time, epsilon, delta, rho, relation, unit, noise FROM spends ORDER BY id"
         ).fetchall()
         bound = (f"recorded under accounting {LEGACY!r}, not a valid filter"
-                 if self.accounting == LEGACY else filter_for(self.accounting, self.budget).title)
+                 if self.accounting == LEGACY else FILTERS[self.accounting].title)
         return [
             Spend(
                 label,
