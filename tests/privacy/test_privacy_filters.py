@@ -63,7 +63,8 @@ def test_gdp_filter_adds_mu_squared_against_the_budgets_mu():
     assert GdpFilter.mu_squared(gauss(4.0, sensitivity=2.0, repetitions=3)) == 0.75
     assert f.remaining(three).bound.startswith("μ=0.5-GDP")
     for refused in (laplace(0.1), Guarantee(0.1, delta=1e-9),
-                    Guarantee(1.0, noise=(Noise("discrete_gaussian", scale=3.0, sensitivity=1.0),))):
+                    Guarantee(1.0, noise=(Noise("discrete_gaussian", scale=3.0, sensitivity=1.0),)),
+                    Guarantee(1.0, noise=(Noise("gaussian", scale=3.0, sensitivity=1.0, grid=0.5),))):
         with pytest.raises(InvalidParameter, match="not allowed under the gdp filter"):
             f.check(refused)
 

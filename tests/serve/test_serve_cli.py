@@ -25,6 +25,8 @@ def _doc(root: Path) -> dict[str, Any]:
     (lambda d: d["datasets"]["visits"]["budget"].update(epsilon=-1), "datasets.visits.budget.epsilon=-1"),
     (lambda d: d["datasets"]["visits"]["budget"].update(accounting="rdp"),
      "datasets.visits.budget.accounting"),
+    (lambda d: d["datasets"]["visits"]["budget"].update(accounting="gdp"),
+     "datasets.visits.budget.accounting='gdp' is not allowed"),
     (lambda d: d["datasets"]["visits"]["budget"].update(accounting="pld"),
      "datasets.visits.budget.accounting: accounting='pld' is not allowed for a ledger or a service "
      "budget"),

@@ -142,7 +142,9 @@ class GdpFilter(Filter):
     """Σμ_i² ≤ μ_g² for μ_i-GDP spends is a valid filter (Smith & Thakurta 2022, "Fully Adaptive
     Composition for Gaussian DP", Thm 1); μ_g is the largest μ whose (ε, δ) curve passes under
     the budget's (Dong, Roth & Su 2022, Cor. 2.13). Only continuous Gaussian noise is μ-GDP with
-    μ = Δ/σ (DRS 2022, Thm 2.7); other spends are refused, never converted."""
+    μ = Δ/σ (DRS 2022, Thm 2.7); other spends are refused, never converted. That includes the
+    discrete Gaussian on a grid that bayesdp's own `Gaussian` samples: it is exactly ρ-zCDP
+    (CKS 2020, Thm 14), so its spends belong in a zcdp ledger, but no μ-GDP bound is proved."""
 
     name = "gdp"
     title = "Gaussian DP filter (Smith & Thakurta 2022, Thm 1)"
@@ -152,13 +154,14 @@ class GdpFilter(Filter):
         self.mu = gdp_mu(budget.epsilon, budget.delta)
 
     def check(self, g: Guarantee) -> None:
-        if not g.noise or any(n.family != "gaussian" for n in g.noise):
-            kinds = ", ".join(n.family for n in g.noise) or "a stated guarantee without its noise"
+        if not g.noise or any(n.family != "gaussian" or n.grid is not None for n in g.noise):
+            kinds = ", ".join(n.family + ("" if n.grid is None else " on a grid") for n in g.noise)
             raise InvalidParameter(
-                f"guarantee={g} ({kinds}) is not allowed under the gdp filter: it admits only "
-                "releases that add continuous Gaussian noise, whose μ = Δ/σ is exact (discrete "
-                "Gaussian, Laplace, selection and stated (ε, δ) are not μ-GDP at a known μ); "
-                "use a ledger with accounting='zcdp', 'advanced' or 'basic' for them"
+                f"guarantee={g} ({kinds or 'a stated guarantee without its noise'}) is not allowed "
+                "under the gdp filter: it admits only continuous Gaussian noise, whose μ = Δ/σ is "
+                "exact (the discrete Gaussian on a grid that bayesdp's Gaussian samples, Laplace, "
+                "selection and stated (ε, δ) have no proved μ); use a ledger with "
+                "accounting='zcdp', 'advanced' or 'basic' for them"
             )
 
     @staticmethod
@@ -166,8 +169,7 @@ class GdpFilter(Filter):
         """μ² of one spend: Σ repetitions·(Δ/σ)² over its Gaussian noises (DRS 2022, Cor. 3.3)."""
         total = 0.0
         for n in g.noise:
-            sigma, sens = n.steps
-            total += n.repetitions * (sens / sigma) ** 2
+            total += n.repetitions * (n.sensitivity / n.scale) ** 2
         return total
 
     def _used(self, spends: Sequence[Guarantee]) -> float:

@@ -215,8 +215,9 @@ def _budget(v: Any, key: str, unit: str) -> Budget:
     accounting = v.get("accounting", "basic")
     if accounting == "pld":
         raise InvalidParameter(f"{key}.accounting: {PLD_REFUSED}")
-    if accounting not in ACCOUNTINGS:
-        raise invalid(f"{key}.accounting", accounting, f"one of {ACCOUNTINGS}")
+    if accounting not in ACCOUNTINGS or accounting == "gdp":  # releases add discrete Gaussians
+        raise invalid(f"{key}.accounting", accounting, "one of ('basic', 'zcdp', 'advanced'): "
+                      "the service's Gaussian releases are discrete, which the gdp filter refuses")
     budget = Budget(_positive(v["epsilon"], f"{key}.epsilon"), _delta(v.get("delta", 0.0), f"{key}.delta"),
                     accounting)
     if accounting != "basic" and budget.delta == 0:
