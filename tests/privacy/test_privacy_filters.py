@@ -83,7 +83,7 @@ def test_advanced_filter_is_whitehouse_et_al_bound():
 
 def test_a_ledger_refuses_pld_and_says_why(tmp_path):
     with pytest.raises(InvalidParameter, match=r"'pld' is not allowed.*not a valid privacy filter.*"
-                                               r"'gdp' for Gaussian-only.*compose\(\.\.\., method='pld'\)"):
+                                               r"'zcdp' \(Rényi filter.*compose\(\.\.\., method='pld'\)"):
         Ledger(tmp_path / "p.db", budget=Guarantee(2.9, delta=1e-5), accounting="pld")
     assert not (tmp_path / "p.db").exists()
     with pytest.raises(InvalidParameter, match="not a valid privacy filter"):

@@ -40,9 +40,9 @@ PLD_REFUSED = (
     "distributions and stopping when the (ε, δ) curve would be crossed is tight only for a "
     "sequence of releases fixed before any data is seen; when each spend is chosen after seeing "
     "earlier answers that stopping rule is not a valid privacy filter, and the budget would not "
-    "hold. Use accounting='gdp' for Gaussian-only spends, 'zcdp' (Rényi filter), 'advanced' "
-    "(many small spends) or 'basic'; for a composition fixed in advance, "
-    "bayesdp.compose(..., method='pld')"
+    "hold. Use accounting='zcdp' (Rényi filter, tight for bayesdp's Gaussian releases), 'gdp' "
+    "(continuous Gaussian noise only), 'advanced' (many small spends) or 'basic'; for a "
+    "composition fixed in advance, bayesdp.compose(..., method='pld')"
 )
 
 
