@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bayesdp.errors import BudgetExceeded, InvalidParameter
-from bayesdp.privacy import Guarantee, Noise
+from bayesdp.privacy import Guarantee, Noise, compose
 from bayesdp.privacy.filters import (
     AdvancedFilter,
     BasicFilter,
@@ -88,6 +88,36 @@ def test_a_ledger_refuses_pld_and_says_why(tmp_path):
     assert not (tmp_path / "p.db").exists()
     with pytest.raises(InvalidParameter, match="not a valid privacy filter"):
         filter_for("pld", Guarantee(1.0, delta=1e-6))
+
+
+def test_the_natural_pld_filter_fails_on_an_adaptive_analyst_and_every_filter_refuses_it(tmp_path):
+    """Randomized response with ε₁ = 0.0015 on one person's bit; after a 1 the analyst asks for
+    RR with ε = 1.0005, after a 0 for a (0, 9e-4) release (it shows the bit with probability
+    9e-4). Each path composes under (1, 1e-3) by PLD, which the former ledger checked, yet the
+    adaptive transcript is not (1, 1e-3)-DP."""
+    def rr(eps):
+        noise = Noise("randomized_response", epsilon=eps, categories=2)
+        return Guarantee(eps, relation="replace_one", noise=(noise,))
+
+    e1, e2, shown, budget = 0.0015, 1.0005, 9e-4, Guarantee(1.0, delta=1e-3, relation="replace_one")
+    after_one, after_zero = [rr(e1), rr(e2)], [rr(e1), Guarantee(0.0, delta=shown, relation="replace_one")]
+    assert compose(after_one, "pld", 1e-3).epsilon <= 1.0  # 0.99946: the natural filter admits it
+    assert compose(after_zero, "pld", 1e-3).epsilon <= 1.0
+    # the exact transcript law: P on D (the bit is 1), Q on D' (it is 0)
+    p1, p2 = (math.exp(e) / (1 + math.exp(e)) for e in (e1, e2))
+    laws = [(p1 * p2, (1 - p1) * (1 - p2)), (p1 * (1 - p2), (1 - p1) * p2),  # 1, then RR
+            ((1 - p1) * shown, 0.0), (0.0, p1 * shown), ((1 - p1) * (1 - shown), p1 * (1 - shown))]
+    delta = math.fsum(max(0.0, p - math.e * q) for p, q in laws)
+    assert delta == pytest.approx(0.00118064, rel=1e-5) and delta > budget.delta
+    with pytest.raises(InvalidParameter, match="not a valid privacy filter"):
+        Ledger(tmp_path / "pld.db", budget=budget, accounting="pld")
+    for accounting in ("basic", "zcdp", "advanced"):
+        led = Ledger(tmp_path / f"{accounting}.db", budget=budget, accounting=accounting)
+        with pytest.raises(BudgetExceeded):
+            for i, g in enumerate(after_one):
+                led.spend(g, f"rr{i}")
+    with pytest.raises(InvalidParameter, match="gdp filter"):
+        Ledger(tmp_path / "gdp.db", budget=budget, accounting="gdp").spend(rr(e1), "rr")
 
 
 def test_a_ledger_names_its_filter_in_what_it_reports(tmp_path):
