@@ -93,7 +93,7 @@ class Ledger:
     A new file is created with `budget` (a Guarantee) and `accounting`, the privacy filter that
     keeps the budget under adaptive choices (`bayesdp.privacy.filters`): "basic" (ε and δ
     add), "zcdp" (ρ adds, against the budget's ρ or its (ε, δ) by the tight conversion), "gdp"
-    (μ² adds; Gaussian-noise spends only) or "advanced" (Σε² under an advanced-composition
+    (μ² adds; continuous Gaussian noise only) or "advanced" (Σε² under an advanced-composition
     bound; pays off for many small spends). "pld" is refused: it is not a valid filter. An
     existing file keeps its own budget and accounting; passing different ones is an error. A
     file that is not a bayesdp ledger, or is corrupt, raises LedgerError and is never written to.
