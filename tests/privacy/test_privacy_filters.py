@@ -193,14 +193,16 @@ def _delta(law: np.ndarray, epsilon: float) -> float:
 
 
 @pytest.mark.parametrize(("rule", "budget", "rounds"), [
-    (BasicFilter, Guarantee(1.0), 150),
+    (BasicFilter, Guarantee(0.5), 150),
     (AdvancedFilter, Guarantee(1.0, delta=1e-6), 400),
+    (ZcdpFilter, Guarantee(0.5, delta=1e-6), 400),
 ])
 def test_the_halting_rule_keeps_the_budget_for_an_adaptive_adversary(rule, budget, rounds):
     law = _loss_laws(rule(budget), 10**4)
     assert law.sum() == pytest.approx(1.0, abs=1e-9) and law[0] == law[-1] == 0
     reached = np.flatnonzero(law)
-    assert (reached.max() - SPAN) * UNIT >= budget.epsilon * (0.99 if rule is BasicFilter else 1.5)
+    top = (reached.max() - SPAN) * UNIT  # basic reaches its ε; the others let losses pass it
+    assert top >= 0.99 * budget.epsilon if rule is BasicFilter else top > 1.2 * budget.epsilon
     assert _delta(law, budget.epsilon) <= budget.delta
     # the same adversary unfiltered for as many rounds breaks the budget: the check can fail
     assert _delta(_loss_laws(None, rounds), budget.epsilon) > budget.delta + 1e-8
