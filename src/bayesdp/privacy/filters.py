@@ -193,7 +193,12 @@ class GdpFilter(Filter):
 
 class AdvancedFilter(Filter):
     """Halt before √(2 ln(1/δ'') Σε_m²) + ½Σε_m² > ε or Σδ_m > δ' (Whitehouse, Ramdas, Rogers &
-    Wu 2023, "Fully-Adaptive Composition in DP", ICML, Thm 3.2), with δ' = δ'' = δ/2 fixed here."""
+    Wu 2023, "Fully-Adaptive Composition in DP", ICML, Thm 3.2), with δ' = δ'' = δ/2 fixed here.
+
+    Why: the privacy loss of ε_m-DP steps has conditional mean ≤ ε_m²/2 and is ε_m²-sub-Gaussian,
+    so exp(λ(L_n − V_n/2) − λ²V_n/2) is a supermartingale (V_n = Σε_m²); while V_n ≤ V*, Ville's
+    inequality at λ = (ε − V*/2)/V* bounds P(L_N ≥ ε) by δ'' exactly when ε = √(2V* ln 1/δ'') + V*/2.
+    """
 
     name = "advanced"
     title = "advanced composition filter (Whitehouse, Ramdas, Rogers & Wu 2023, Thm 3.2)"
