@@ -67,12 +67,17 @@ def run_init(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_show(args: argparse.Namespace) -> int:
+def _existing(path: Path) -> Any:
+    """The ledger at `path`, never creating one (the numerical libraries load only here)."""
     from bayesdp.privacy import Ledger
 
-    if not args.path.exists():
-        raise LedgerError(f"no ledger at {args.path}")
-    with Ledger(args.path) as led:
+    if not path.exists():
+        raise LedgerError(f"no ledger at {path}")
+    return Ledger(path)
+
+
+def run_show(args: argparse.Namespace) -> int:
+    with _existing(args.path) as led:
         history = led.history()
         try:
             totals = [f"spent: {led.spent()}", f"remaining: {led.remaining()}"]
@@ -100,11 +105,7 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_migrate(args: argparse.Namespace) -> int:
-    from bayesdp.privacy import Ledger
-
-    if not args.path.exists():
-        raise LedgerError(f"no ledger at {args.path}")
-    with Ledger(args.path) as led:
+    with _existing(args.path) as led:
         led.migrate(args.accounting)
         Console().print(escape(f"{args.path} now uses the {led.filter.title}; spent: {led.spent()}"),
                         highlight=False)
@@ -112,11 +113,7 @@ def run_migrate(args: argparse.Namespace) -> int:
 
 
 def run_backup(args: argparse.Namespace) -> int:
-    from bayesdp.privacy import Ledger
-
-    if not args.source.exists():
-        raise LedgerError(f"no ledger at {args.source}")
-    with Ledger(args.source) as led:
+    with _existing(args.source) as led:
         led.backup(args.target)
         count = len(led.history())
     spends = f"{count} spend" + ("" if count == 1 else "s")
