@@ -59,7 +59,7 @@ def test_functions_named_like_their_subpackage_stay_functions() -> None:
 
 def test_cli_choices_match_the_library() -> None:
     from bayesdp.privacy import RELATIONS
-    from bayesdp.privacy.ledger import ACCOUNTINGS
+    from bayesdp.privacy.filters import ACCOUNTINGS
     from bayesdp.synth.encode import DEFAULT_BINS
     from bayesdp.synth.tabular import METHODS
 

@@ -38,7 +38,7 @@ from typing import Any
 
 from bayesdp.errors import InvalidParameter, invalid
 from bayesdp.privacy import Guarantee
-from bayesdp.privacy.ledger import ACCOUNTINGS
+from bayesdp.privacy.filters import ACCOUNTINGS, PLD_REFUSED
 
 _TOP = ("state", "max_body_bytes", "rate_per_minute", "datasets", "holdouts")
 _DATASET = ("source", "privacy_unit", "unit_name", "description", "columns", "budget", "synthetic",
@@ -69,7 +69,17 @@ class Budget:
     accounting: str
 
     def guarantee(self, unit: str) -> Guarantee:
+        _accounting(self.accounting, "accounting")
         return Guarantee(self.epsilon, delta=self.delta, unit=unit)
+
+
+def _accounting(accounting: Any, key: str) -> None:
+    """A service budget's privacy filter (the library's, less gdp: its releases are discrete)."""
+    if accounting == "pld":
+        raise InvalidParameter(f"{key}: {PLD_REFUSED}")
+    if accounting not in ACCOUNTINGS or accounting == "gdp":
+        raise invalid(key, accounting, "one of ('basic', 'zcdp', 'advanced'): the service's "
+                      "Gaussian releases are discrete, which the gdp filter refuses")
 
 
 @dataclass(frozen=True)
@@ -213,8 +223,7 @@ def _budget(v: Any, key: str, unit: str) -> Budget:
     if "epsilon" not in v:
         raise InvalidParameter(f"{key}.epsilon is missing")
     accounting = v.get("accounting", "basic")
-    if accounting not in ACCOUNTINGS:
-        raise invalid(f"{key}.accounting", accounting, f"one of {ACCOUNTINGS}")
+    _accounting(accounting, f"{key}.accounting")
     budget = Budget(_positive(v["epsilon"], f"{key}.epsilon"), _delta(v.get("delta", 0.0), f"{key}.delta"),
                     accounting)
     if accounting != "basic" and budget.delta == 0:
