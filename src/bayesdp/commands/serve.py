@@ -170,7 +170,16 @@ def _serve(config: Any, args: argparse.Namespace, token: str | None = None) -> i
     print(f"URL: {scheme}://{shown}:{port}/", flush=True)
     if token is not None:
         print(f"Token: {token}", flush=True)
-    server = uvicorn.Server(uvicorn.Config(app, ssl_keyfile=args.ssl_keyfile, ssl_certfile=args.ssl_certfile,
-                                           log_level="info", access_log=False))
+    server = uvicorn.Server(uvicorn_config(app, config, args))
     server.run(sockets=[sock])
     return 0
+
+
+def uvicorn_config(app: Any, config: Any, args: argparse.Namespace) -> Any:
+    """Uvicorn's settings: X-Forwarded-For and -Proto are read only from the configured proxies
+    (uvicorn trusts 127.0.0.1 by default, which lets anyone on the host pick their address)."""
+    import uvicorn
+
+    proxies = list(config.trusted_proxies)
+    return uvicorn.Config(app, ssl_keyfile=args.ssl_keyfile, ssl_certfile=args.ssl_certfile, log_level="info",
+                          access_log=False, proxy_headers=bool(proxies), forwarded_allow_ips=proxies)

@@ -2,7 +2,10 @@
 
     state = "state"                  # directory for the ledgers, analysts and audit log
     max_body_bytes = 1_000_000       # larger request bodies get 413
-    rate_per_minute = 120            # per analyst (and failed logins per address) a minute, then 429
+    rate_per_minute = 120            # per analyst (and failed logins per address and per analyst id)
+                                     # a minute, then 429
+    trusted_proxies = ["127.0.0.1"]  # reverse proxies whose X-Forwarded-For names the client
+                                     # (addresses or networks; default none: the peer is the client)
 
     [datasets.hie]
     source = "hie.csv"               # CSV/Parquet/JSON, relative to this file
@@ -30,6 +33,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import tomllib
 from dataclasses import dataclass, field
@@ -40,7 +44,7 @@ from bayesdp.errors import InvalidParameter, invalid
 from bayesdp.privacy import Guarantee
 from bayesdp.privacy.ledger import ACCOUNTINGS
 
-_TOP = ("state", "max_body_bytes", "rate_per_minute", "datasets", "holdouts")
+_TOP = ("state", "max_body_bytes", "rate_per_minute", "trusted_proxies", "datasets", "holdouts")
 _DATASET = ("source", "privacy_unit", "unit_name", "description", "columns", "budget", "synthetic",
             "max_groups_per_unit", "max_rows_per_group", "alpha", "noise")
 _OPTIONS = ("max_groups_per_unit", "max_rows_per_group", "alpha", "noise")
@@ -127,6 +131,7 @@ class Config:
     holdouts: dict[str, Holdout]
     max_body_bytes: int = 1_000_000
     rate_per_minute: int = 120
+    trusted_proxies: tuple[str, ...] = ()
 
 
 def load_config(path: str | Path) -> Config:
@@ -155,7 +160,20 @@ def parse_config(doc: dict[str, Any], base: Path) -> Config:
         holdouts={n: _holdout(n, h, base) for n, h in _table(doc, "holdouts", "").items()},
         max_body_bytes=_int(doc.get("max_body_bytes", 1_000_000), "max_body_bytes"),
         rate_per_minute=_int(doc.get("rate_per_minute", 120), "rate_per_minute"),
+        trusted_proxies=_proxies(doc.get("trusted_proxies", [])),
     )
+
+
+def _proxies(v: Any) -> tuple[str, ...]:
+    allowed = "a list of the reverse proxies' IP addresses or networks, e.g. [\"127.0.0.1\", \"10.0.0.0/8\"]"
+    if not isinstance(v, list) or not all(isinstance(p, str) for p in v):
+        raise invalid("trusted_proxies", v, allowed)
+    for p in v:
+        try:
+            ipaddress.ip_network(p, strict=False)
+        except ValueError:
+            raise invalid("trusted_proxies", p, allowed) from None
+    return tuple(v)
 
 
 def _dataset(name: str, d: Any, base: Path) -> Dataset:
