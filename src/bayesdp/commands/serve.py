@@ -3,7 +3,8 @@
     bayesdp serve --config service.toml [--host 127.0.0.1] [--port 8000]
         [--ssl-keyfile key.pem --ssl-certfile cert.pem]
     bayesdp serve --demo [--port N]
-    bayesdp serve analysts add NAME --config service.toml      # prints the token once
+    bayesdp serve analysts add NAME [--datasets D ...] --config service.toml   # prints the token once
+    bayesdp serve analysts datasets NAME [D ... | --all] --config ...    # show or limit their datasets
     bayesdp serve analysts list|revoke NAME --config service.toml
     bayesdp serve analysts budget NAME [DATASET --epsilon E --delta D --accounting A] --config ...
     bayesdp serve audit [--analyst NAME] --config service.toml  # the log, with private details
@@ -45,10 +46,17 @@ def register(sub: Any) -> None:
     verbs = analysts.add_subparsers(dest="verb", metavar="VERB", required=True)
     for verb, text in (("add", "create an analyst and print their token (shown once)"),
                        ("list", "list the analysts"), ("revoke", "revoke an analyst's token"),
-                       ("budget", "show an analyst's budgets, or set one before first use")):
+                       ("budget", "show an analyst's budgets, or set one before first use"),
+                       ("datasets", "show the datasets an analyst may use, or limit them")):
         p = verbs.add_parser(verb, help=text)
         if verb != "list":
             p.add_argument("name", help="the analyst's name")
+        if verb == "add":
+            p.add_argument("--datasets", nargs="+", metavar="DATASET",
+                           help="only these datasets (default: all the configuration opens to them)")
+        if verb == "datasets":
+            p.add_argument("datasets", nargs="*", metavar="DATASET", help="limit the analyst to these")
+            p.add_argument("--all", action="store_true", help="lift the limit")
         if verb == "budget":
             p.add_argument("dataset", nargs="?", help="set the budget on this dataset")
             p.add_argument("--epsilon", type=float)
@@ -87,9 +95,16 @@ def _analysts(state: Any, args: argparse.Namespace) -> int:
     from bayesdp.serve.service import budget_json
 
     if args.verb == "add":
-        token = state.add_analyst(args.name)
+        token = state.add_analyst(args.name, args.datasets)
         out.print(f"analyst {escape(args.name)} added; their token (shown only now):")
         print(token)
+    elif args.verb == "datasets":
+        if args.all and args.datasets:
+            raise InvalidParameter("give either datasets or --all, not both")
+        if args.all or args.datasets:
+            state.set_access(args.name, None if args.all else args.datasets)
+        shown = state.datasets_for(state.analyst(args.name).id)
+        out.print(f"{escape(args.name)} may use: {escape(', '.join(shown)) or 'no dataset'}")
     elif args.verb == "revoke":
         state.revoke(args.name)
         out.print(f"revoked {escape(args.name)}'s token")

@@ -198,7 +198,7 @@ def create_app(config: Config) -> Starlette:
 
     def preview(call: Call) -> Any:
         body = body_of(call)
-        ds = service.dataset_of(body)
+        ds = service.dataset_of(body, call.analyst.id)
         call.dataset = ds.name
         return service.preview(ds, body)
 
@@ -246,7 +246,7 @@ def create_app(config: Config) -> Starlette:
 
     def release(call: Call) -> Any:
         body = body_of(call)
-        ds = service.dataset_of(body)
+        ds = service.dataset_of(body, call.analyst.id)
         call.dataset = ds.name
 
         def run(ledger: AuditedLedger) -> dict[str, Any]:
@@ -293,7 +293,7 @@ def create_app(config: Config) -> Starlette:
         return PlainTextResponse(holdout(call).train_csv(), media_type="text/csv")
 
     def synthetic(call: Call) -> Any:
-        ds = service.dataset(call.request.path_params["dataset"])
+        ds = service.dataset(call.request.path_params["dataset"], call.analyst.id)
         if ds.synthetic is None:
             raise ApiError(404, "not_found", f"the dataset {ds.name!r} offers no synthetic data")
         out = synthetic_path(call.analyst.id, ds.name)
@@ -304,7 +304,7 @@ def create_app(config: Config) -> Starlette:
         return config.state / "synthetic" / analyst_id / f"{dataset}.csv"
 
     def synthetic_data(call: Call) -> Response:
-        ds = service.dataset(call.request.path_params["dataset"])
+        ds = service.dataset(call.request.path_params["dataset"], call.analyst.id)
         path = synthetic_path(call.analyst.id, ds.name)
         if not any(r["dataset"] == ds.name for r in state.results(call.analyst.id, "synthetic")):
             raise ApiError(404, "not_found", f"you have no synthetic data of {ds.name!r} yet: POST "

@@ -15,6 +15,7 @@
     max_groups_per_unit = 1          # table-release options: defaults an analyst may override
     max_rows_per_group = 5
     budget = { epsilon = 2.0, delta = 1e-6, accounting = "basic" }   # per analyst
+    analysts = ["alice", "bob"]      # only these analysts see it (default: every analyst)
     [datasets.hie.columns]           # the public schema: only these columns can be used
     coins = { domain = [0, 25, 50, 95, 100] }   # public keys
     meddol = { bounds = [0, 3000] }
@@ -46,7 +47,7 @@ from bayesdp.privacy.ledger import ACCOUNTINGS
 
 _TOP = ("state", "max_body_bytes", "rate_per_minute", "trusted_proxies", "datasets", "holdouts")
 _DATASET = ("source", "privacy_unit", "unit_name", "description", "columns", "budget", "synthetic",
-            "max_groups_per_unit", "max_rows_per_group", "alpha", "noise")
+            "max_groups_per_unit", "max_rows_per_group", "alpha", "noise", "analysts")
 _OPTIONS = ("max_groups_per_unit", "max_rows_per_group", "alpha", "noise")
 _COLUMN = ("bounds", "domain", "description")
 _BUDGET = ("epsilon", "delta", "accounting")
@@ -98,6 +99,7 @@ class Dataset:
     budget: Budget
     options: dict[str, Any] = field(default_factory=dict)
     synthetic: Synthetic | None = None
+    analysts: tuple[str, ...] | None = None  # the analysts (by name) who may use it; None: all
 
     @property
     def unit(self) -> str:
@@ -202,7 +204,14 @@ def _dataset(name: str, d: Any, base: Path) -> Dataset:
         name=name, source=_path(d["source"], f"{key}.source", base, must_exist=True),
         privacy_unit=unit or None, unit_name=_str(d.get("unit_name", unit or "person"), f"{key}.unit_name"),
         description=_str(d.get("description", ""), f"{key}.description"), columns=columns,
-        budget=_budget(d["budget"], f"{key}.budget", unit or "row"), options=options, synthetic=synthetic)
+        budget=_budget(d["budget"], f"{key}.budget", unit or "row"), options=options, synthetic=synthetic,
+        analysts=_names(d["analysts"], f"{key}.analysts") if "analysts" in d else None)
+
+
+def _names(v: Any, key: str) -> tuple[str, ...]:
+    if not isinstance(v, list) or not all(isinstance(n, str) and n.strip() for n in v):
+        raise invalid(key, v, "a list of analyst names (those who may use the dataset)")
+    return tuple(v)
 
 
 def _column(name: str, v: Any, key: str) -> Column:

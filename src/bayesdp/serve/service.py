@@ -87,13 +87,14 @@ class Service:
         """A relation over a loaded table on a new cursor (one per request and thread)."""
         return self.db.cursor().sql(f"SELECT * FROM {_table_name(kind, name)}")
 
-    def dataset(self, name: Any) -> Dataset:
-        if not isinstance(name, str) or name not in self.config.datasets:
-            raise DatasetNotFound(f"no dataset named {name!r}; the datasets are "
-                                  f"{sorted(self.config.datasets)}")
+    def dataset(self, name: Any, analyst_id: str) -> Dataset:
+        """A dataset this analyst may use; one they may not is refused as one that does not exist."""
+        visible = self.state.datasets_for(analyst_id)
+        if not isinstance(name, str) or name not in visible:
+            raise DatasetNotFound(f"no dataset named {name!r}; the datasets are {sorted(visible)}")
         return self.config.datasets[name]
 
-    def dataset_of(self, request: dict[str, Any]) -> Dataset:
+    def dataset_of(self, request: dict[str, Any], analyst_id: str) -> Dataset:
         """The dataset a request names, or the table its SQL reads when it names none."""
         name, text = request.get("dataset"), request.get("sql")
         if name is None and isinstance(text, str):
@@ -101,17 +102,18 @@ class Service:
             node = None if from_ is None else from_.this
             name = node.name if isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier) \
                 else None
-            if name not in self.config.datasets:
+            visible = self.state.datasets_for(analyst_id)
+            if name not in visible:
                 # Refuses the query (a construct it uses, or what it reads), pointing at the text.
-                translate(text, dict.fromkeys(self.config.datasets))
-        return self.dataset(name)
+                translate(text, dict.fromkeys(visible))
+        return self.dataset(name, analyst_id)
 
     # -- metadata ------------------------------------------------------------------------
 
     def datasets_json(self, analyst_id: str) -> list[dict[str, Any]]:
         """Public metadata only: the schema, bounds, public keys, options and the budget."""
         out = []
-        for ds in self.config.datasets.values():
+        for ds in map(self.config.datasets.__getitem__, self.state.datasets_for(analyst_id)):
             b = self.state.budget(analyst_id, ds.name)
             out.append({
                 "name": ds.name, "description": ds.description, "privacy_unit": ds.privacy_unit,
@@ -126,7 +128,8 @@ class Service:
         return out
 
     def budget_json(self, analyst_id: str) -> dict[str, Any]:
-        return {name: budget_json(self.state.ledger(analyst_id, name)) for name in self.config.datasets}
+        return {name: budget_json(self.state.ledger(analyst_id, name))
+                for name in self.state.datasets_for(analyst_id)}
 
     # -- preview and release -------------------------------------------------------------
 

@@ -48,9 +48,14 @@ CREATE TABLE IF NOT EXISTS audit (
     analyst TEXT, method TEXT NOT NULL, path TEXT NOT NULL, dataset TEXT, what TEXT,
     status TEXT NOT NULL, spend_epsilon REAL, spend_delta REAL, spend_rho REAL, result TEXT,
     detail TEXT);
+CREATE TABLE IF NOT EXISTS access (analyst TEXT PRIMARY KEY, datasets TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS holdouts (
     name TEXT PRIMARY KEY, overflows INTEGER NOT NULL, open INTEGER NOT NULL);
 """
+
+
+def _names(datasets: list[str]) -> str:
+    return json.dumps(sorted(set(datasets)))
 
 
 @dataclass(frozen=True)
@@ -103,16 +108,21 @@ class State:
 
     # -- analysts and tokens -------------------------------------------------------------
 
-    def add_analyst(self, name: str) -> str:
-        """Create an analyst; returns the token, which is shown once and never stored."""
+    def add_analyst(self, name: str, datasets: list[str] | None = None) -> str:
+        """Create an analyst (limited to `datasets` if given, see `set_access`); returns the
+        token, which is shown once and never stored."""
         if not isinstance(name, str) or not name.strip() or len(name) > 100:
             raise invalid("name", name, "a non-empty analyst name of at most 100 characters")
+        for d in datasets or []:
+            self._dataset(d)
         analyst_id = secrets.token_hex(6)
         secret, salt, slow, check = new_secret()
         try:
             with self._transaction() as conn:
                 conn.execute("INSERT INTO analysts VALUES (?, ?, ?, ?, ?, NULL, ?)",
                              (analyst_id, name, salt, slow, time.time(), check))
+                if datasets is not None:
+                    conn.execute("INSERT INTO access VALUES (?, ?)", (analyst_id, _names(datasets)))
         except sqlite3.IntegrityError:
             raise invalid("name", name, "a name no other analyst has") from None
         return f"bdp_{analyst_id}_{secret}"
@@ -145,6 +155,29 @@ class State:
     def set_token_check(self, analyst_id: str, check: bytes) -> None:
         with self._transaction() as conn:
             conn.execute("UPDATE analysts SET token_check = ? WHERE id = ?", (check, analyst_id))
+
+    # -- which datasets an analyst may use ----------------------------------------------------
+
+    def set_access(self, name: str, datasets: list[str] | None) -> None:
+        """Limit an analyst to these datasets (None: every dataset the configuration opens to them)."""
+        a = self.analyst(name)
+        for d in datasets or []:
+            self._dataset(d)
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM access WHERE analyst = ?", (a.id,))
+            if datasets is not None:
+                conn.execute("INSERT INTO access VALUES (?, ?)", (a.id, _names(datasets)))
+
+    def datasets_for(self, analyst_id: str) -> list[str]:
+        """The datasets an analyst may use: those whose configured `analysts` (if any) name them,
+        among those the curator limited them to (if they did)."""
+        with self._db() as conn:
+            named = conn.execute("SELECT name FROM analysts WHERE id = ?", (analyst_id,)).fetchone()
+            row = conn.execute("SELECT datasets FROM access WHERE analyst = ?", (analyst_id,)).fetchone()
+        granted = None if row is None else set(json.loads(row[0]))
+        return [n for n, ds in self.config.datasets.items()
+                if (ds.analysts is None or (named is not None and named[0] in ds.analysts))
+                and (granted is None or n in granted)]
 
     # -- budgets and ledgers -------------------------------------------------------------
 

@@ -1,0 +1,68 @@
+"""Per-analyst dataset access: a dataset an analyst may not use is absent from their listing
+and refused exactly as a dataset that does not exist."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from serve_helpers import add_analyst, write_service
+from starlette.testclient import TestClient
+
+from bayesdp.cli import main
+from bayesdp.serve.app import create_app
+from bayesdp.serve.config import load_config
+
+SPEC = {"epsilon": 0.1, "aggregates": {"n": {"kind": "count"}}}
+
+
+def _service(root: Path) -> Path:
+    path = write_service(root)
+    text = path.read_text().replace("[datasets.people]\n", '[datasets.people]\nanalysts = ["ann"]\n')
+    path.write_text(text)
+    return path
+
+
+def _requests(name: str) -> list[tuple[str, str, Any]]:
+    return [("POST", "/v1/releases", {"dataset": name, "spec": SPEC}),
+            ("POST", "/v1/preview", {"dataset": name, "spec": SPEC}),
+            ("POST", "/v1/releases", {"sql": f"SELECT COUNT(*) AS n FROM {name}", "epsilon": 0.1}),
+            ("POST", "/v1/preview", {"sql": f"SELECT COUNT(*) AS n FROM {name}", "epsilon": 0.1}),
+            ("POST", f"/v1/synthetic/{name}", None), ("GET", f"/v1/synthetic/{name}", None)]
+
+
+def test_a_dataset_an_analyst_may_not_use_is_absent_and_refused_like_a_missing_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = _service(tmp_path)
+    ann, carl = add_analyst(config, "ann"), add_analyst(config, "carl")
+    assert main(["serve", "analysts", "add", "bob", "--datasets", "visits", "--config", str(config)]) == 0
+    bob = capsys.readouterr().out.strip().splitlines()[-1]
+    with TestClient(create_app(load_config(config))) as http:
+        def listed(token: str) -> list[str]:
+            auth = {"Authorization": f"Bearer {token}"}
+            names = [d["name"] for d in http.get("/v1/datasets", headers=auth).json()["datasets"]]
+            assert list(http.get("/v1/budget", headers=auth).json()["datasets"]) == names
+            return names
+
+        assert listed(ann) == ["visits", "people", "gaps"]
+        assert listed(carl) == ["visits", "gaps"]
+        assert listed(bob) == ["visits"]
+        for token, hidden in ((carl, "people"), (bob, "gaps"), (bob, "people")):
+            auth = {"Authorization": f"Bearer {token}"}
+            absent = "z" * len(hidden)  # as long, so that SQL refusals point at the same span
+            for (method, path, body), (_, missing_path, missing_body) in zip(
+                    _requests(hidden), _requests(absent), strict=True):
+                r = http.request(method, path, json=body, headers=auth)
+                missing = http.request(method, missing_path, json=missing_body, headers=auth)
+                assert r.status_code == missing.status_code and r.status_code in (400, 404), (path, r.text)
+                shown, expected = r.json()["error"], missing.json()["error"]
+                shown["message"] = shown["message"].replace(hidden, absent)
+                assert shown == expected
+        assert main(["serve", "analysts", "datasets", "bob", "--all", "--config", str(config)]) == 0
+        assert "visits, gaps" in capsys.readouterr().out
+        assert listed(bob) == ["visits", "gaps"]
+        assert main(["serve", "analysts", "datasets", "ann", "gaps", "--config", str(config)]) == 0
+        assert listed(ann) == ["gaps"]
+    assert main(["serve", "analysts", "add", "dan", "--datasets", "nope", "--config", str(config)]) == 2
+    assert "dataset='nope'" in capsys.readouterr().err
