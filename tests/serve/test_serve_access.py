@@ -11,6 +11,7 @@ from serve_helpers import add_analyst, write_service
 from starlette.testclient import TestClient
 
 from bayesdp.cli import main
+from bayesdp.errors import InvalidParameter
 from bayesdp.serve.app import create_app
 from bayesdp.serve.config import load_config
 
@@ -66,3 +67,27 @@ def test_a_dataset_an_analyst_may_not_use_is_absent_and_refused_like_a_missing_o
         assert listed(ann) == ["gaps"]
     assert main(["serve", "analysts", "add", "dan", "--datasets", "nope", "--config", str(config)]) == 2
     assert "dataset='nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("column", "expected"), [
+    ('ok = { domain = ["yes", "no"] }', "datasets.flags.columns.ok.domain=['yes', 'no'] is not allowed"),
+    ('n = { domain = [1, "2"] }', "['2'] are not"),
+    ('n = { domain = [1, 2.5] }', "[2.5] are not"),
+    ('label = { bounds = [0, 1] }', "datasets.flags.columns.label.bounds=[0.0, 1.0]"),
+    ('day = { domain = ["2024-01-01", "someday"] }', "['someday'] are not"),
+])
+def test_the_schema_is_checked_against_the_data_types(tmp_path: Path, column: str, expected: str) -> None:
+    (tmp_path / "flags.csv").write_text("ok,n,label,day\ntrue,1,x,2024-01-01\nfalse,2,y,2024-01-02\n")
+    config = tmp_path / "service.toml"
+    head = 'state = "state"\n[datasets.flags]\nsource = "flags.csv"\nprivacy_unit = false\n' \
+           'budget = { epsilon = 1.0 }\n[datasets.flags.columns]\n'
+    config.write_text(head + column + "\n")
+    with pytest.raises(InvalidParameter) as info:
+        create_app(load_config(config))
+    assert expected in str(info.value)
+    kind = {"ok": "BOOLEAN", "n": "BIGINT", "label": "VARCHAR", "day": "DATE"}[column.split()[0]]
+    assert f"type {kind} (as DuckDB reads flags.csv)" in str(info.value)
+    config.write_text(head + 'ok = { domain = [true, false] }\nn = { domain = [1, 2, 3] }\n'
+                      'label = { domain = ["x", "y"] }\nday = { domain = [2024-01-01, "2024-01-02"] }\n')
+    with TestClient(create_app(load_config(config))) as http:
+        assert http.get("/health").status_code == 200

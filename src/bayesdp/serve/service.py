@@ -26,6 +26,7 @@ from bayesdp.expressions import row_expression
 from bayesdp.holdout import ReusableHoldout, table_means
 from bayesdp.privacy import Ledger, Spend
 from bayesdp.serve.config import Config, Dataset, Holdout
+from bayesdp.serve.schema import check_columns
 from bayesdp.serve.state import State
 from bayesdp.serve.wire import guarantee_json, plain, release_json
 from bayesdp.sql import Translation, release_translation, translate
@@ -67,6 +68,7 @@ class Service:
         for ds in config.datasets.values():
             keep = [*([ds.privacy_unit] if ds.privacy_unit else []), *ds.columns]
             self._load("ds", ds.name, ds.source, keep, f"datasets.{ds.name}")
+            check_columns(ds, self.relation("ds", ds.name), self.db.cursor())
         self._metadata = {ds.name: ds.sql_metadata() for ds in config.datasets.values()}
         self.holdouts = {h.name: HoldoutService(self, h) for h in config.holdouts.values()}
 
