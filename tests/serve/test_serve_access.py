@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from serve_helpers import add_analyst, write_service
 from starlette.testclient import TestClient
@@ -14,6 +15,8 @@ from bayesdp.cli import main
 from bayesdp.errors import InvalidParameter
 from bayesdp.serve.app import create_app
 from bayesdp.serve.config import load_config
+from bayesdp.serve.service import Service
+from bayesdp.serve.state import State
 
 SPEC = {"epsilon": 0.1, "aggregates": {"n": {"kind": "count"}}}
 
@@ -91,3 +94,39 @@ def test_the_schema_is_checked_against_the_data_types(tmp_path: Path, column: st
                       'label = { domain = ["x", "y"] }\nday = { domain = [2024-01-01, "2024-01-02"] }\n')
     with TestClient(create_app(load_config(config))) as http:
         assert http.get("/health").status_code == 200
+
+
+def test_one_analyst_cannot_exhaust_the_shared_holdout(tmp_path: Path) -> None:
+    config_path = write_service(tmp_path)
+    config_path.write_text(config_path.read_text().replace(
+        "threshold = 0.04\nsigma = 0.01", "threshold = 0.5\nsigma = 0.001\nshare = 2"))
+    pd.DataFrame({"shop": ["a"] * 50, "spend": [1.0] * 50}).to_csv(tmp_path / "train.csv", index=False)
+    pd.DataFrame({"shop": ["a"] * 50, "spend": [9.0] * 50}).to_csv(tmp_path / "holdout.csv", index=False)
+    greedy, patient = add_analyst(config_path, "greedy"), add_analyst(config_path, "patient")
+    config = load_config(config_path)
+
+    def ask(http: TestClient, token: str, n: int) -> list[tuple[str, int]]:
+        r = http.post("/v1/holdouts/model/queries", json={"queries": ["spend > 5"] * n},
+                      headers={"Authorization": f"Bearer {token}"})
+        assert r.status_code == 200, r.text
+        return [(a["source"], a["budget_left"]) for a in r.json()["answers"]]
+
+    # A gap of 1 always overflows the threshold 0.5 (the noise, of scale 0.004 at most, exceeds
+    # 0.25 with probability below 1e-20 per query), so each answer spends one overflow.
+    with TestClient(create_app(config)) as http:
+        assert ask(http, greedy, 4) == [("holdout", 1), ("holdout", 0), ("exhausted", 0), ("exhausted", 0)]
+        assert ask(http, patient, 1) == [("holdout", 1)]
+        assert http.get("/v1/datasets", headers={"Authorization": f"Bearer {patient}"}).json()[
+            "holdouts"][0]["budget_left"] == 2
+    state = State(config)
+    h = Service(config, state).holdouts["model"]  # restarted: the shares are kept
+    assert [a.source for a in h.query(["spend > 5"], greedy.split("_")[1])] == ["exhausted"]
+    assert [a.source for a in h.query(["spend > 5"], patient.split("_")[1])] == ["holdout"]
+    state.close()
+
+
+def test_a_holdout_share_must_fit_its_budget(tmp_path: Path) -> None:
+    config_path = write_service(tmp_path)
+    config_path.write_text(config_path.read_text().replace("budget = 5\n", "budget = 5\nshare = 6\n"))
+    with pytest.raises(InvalidParameter, match=r"holdouts\.model\.share=6 .* at most the holdout's budget"):
+        load_config(config_path)

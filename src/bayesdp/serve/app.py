@@ -285,7 +285,7 @@ def create_app(config: Config) -> Starlette:
     def holdout_queries(call: Call) -> Any:
         h = holdout(call)
         body = call.body if isinstance(call.body, dict) else {}
-        answers = h.query(body.get("queries"))
+        answers = h.query(body.get("queries"), call.analyst.id)
         return {"answers": [{"value": a.value, "source": a.source, "budget_left": a.budget_left}
                             for a in answers], "holdout": h.metadata()}
 

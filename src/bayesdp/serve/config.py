@@ -30,6 +30,7 @@
     threshold = 0.04
     sigma = 0.01
     budget = 50
+    share = 10                       # overflows one analyst may spend (default: the whole budget)
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ _OPTIONS = ("max_groups_per_unit", "max_rows_per_group", "alpha", "noise")
 _COLUMN = ("bounds", "domain", "description")
 _BUDGET = ("epsilon", "delta", "accounting")
 _SYNTHETIC = ("epsilon", "delta", "rows", "method", "bins")
-_HOLDOUT = ("train", "holdout", "threshold", "sigma", "budget", "description")
+_HOLDOUT = ("train", "holdout", "threshold", "sigma", "budget", "share", "description")
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,7 @@ class Holdout:
     sigma: float
     budget: int
     description: str = ""
+    share: int | None = None  # the overflows one analyst may spend; None: the whole budget
 
 
 @dataclass(frozen=True)
@@ -270,10 +272,14 @@ def _holdout(name: str, h: Any, base: Path) -> Holdout:
     for required in ("train", "holdout", "threshold", "sigma", "budget"):
         if required not in h:
             raise InvalidParameter(f"{key}.{required} is missing")
+    budget = _int(h["budget"], f"{key}.budget")
+    share = None if "share" not in h else _int(h["share"], f"{key}.share")
+    if share is not None and share > budget:
+        raise invalid(f"{key}.share", share, f"at most the holdout's budget ({budget})")
     return Holdout(name, _path(h["train"], f"{key}.train", base, must_exist=True),
                    _path(h["holdout"], f"{key}.holdout", base, must_exist=True),
                    _positive(h["threshold"], f"{key}.threshold"), _positive(h["sigma"], f"{key}.sigma"),
-                   _int(h["budget"], f"{key}.budget"), _str(h.get("description", ""), f"{key}.description"))
+                   budget, _str(h.get("description", ""), f"{key}.description"), share)
 
 
 def _keys(d: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:

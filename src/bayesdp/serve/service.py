@@ -267,7 +267,8 @@ class Answer:
 
 class HoldoutService:
     """One reusable holdout shared by all analysts: its budget protects the holdout's rows
-    whoever asks. Overflows are persisted before answers leave; after a restart the holdout
+    whoever asks, and each analyst may spend at most `share` of its overflows (so that no one
+    exhausts it for the others). Overflows are persisted before answers leave; after a restart the holdout
     resumes with the budget left, an open run of training answers counted as one overflow
     (its threshold noise is redrawn, and an overflow costs more than the open run did)."""
 
@@ -300,14 +301,20 @@ class HoldoutService:
         spent = (self._base + (0 if h is None else h.overflows)) * self.epsilon_per_overflow
         return {"name": self.cfg.name, "description": self.cfg.description, "columns": self.columns,
                 "threshold": self.cfg.threshold, "sigma": self.cfg.sigma, "budget": self.cfg.budget,
-                "budget_left": left, "epsilon_spent": spent,
+                "budget_left": left, "epsilon_spent": spent, "share": self.share,
                 "guarantee": f"ε={spent:.6g} per row of the holdout (replace-one neighbours), "
                              f"at most {self.cfg.budget * self.epsilon_per_overflow:.6g}"}
 
-    def query(self, expressions: Any) -> list[Answer]:
-        """Answer row-wise SQL expressions with Thresholdout, in order. Each row's value is the
-        expression as a number, NULL or non-numeric as 0, clipped into [0, 1]: a statistical
-        query for any expression, so whether a query fails never depends on the holdout's rows."""
+    @property
+    def share(self) -> int:
+        return self.cfg.share or self.cfg.budget
+
+    def query(self, expressions: Any, analyst_id: str) -> list[Answer]:
+        """Answer row-wise SQL expressions with Thresholdout, in order; once the analyst's share
+        of overflows is spent, as exhausted (`budget_left` is what is left to them). Each row's
+        value is the expression as a number, NULL or non-numeric as 0, clipped into [0, 1]: a
+        statistical query for any expression, so whether a query fails never depends on the
+        holdout's rows."""
         if isinstance(expressions, str):
             expressions = [expressions]
         if not isinstance(expressions, list) or not expressions or \
@@ -319,13 +326,22 @@ class HoldoutService:
             h = self._holdout
             if h is None:
                 return [Answer(None, "exhausted", 0) for _ in checked]
-            answers = h.query_means(train, holdout)
-            assert isinstance(answers, list)
-            for a in answers:
+            used = self.service.state.holdout_share_spent(self.cfg.name, analyst_id)
+            answers = []
+            for t, m in zip(train, holdout, strict=True):
+                if used >= self.share:
+                    answers.append(Answer(None, "exhausted", 0))
+                    continue
+                before = h.overflows
+                a = h.query_means(t, m)
+                assert not isinstance(a, list)
+                used += h.overflows - before
                 if a.source in ("train", "holdout"):
                     self._open = a.source == "train"
-            self.service.state.save_holdout_state(self.cfg.name, self._base + h.overflows, self._open)
-        return [Answer(a.value, a.source, int(a.budget_left or 0)) for a in answers]
+                answers.append(Answer(a.value, a.source, min(int(a.budget_left or 0), self.share - used)))
+            self.service.state.save_holdout_state(self.cfg.name, self._base + h.overflows, self._open,
+                                                  analyst_id, used)
+        return answers
 
     def train_csv(self) -> str:
         frame: pd.DataFrame = self.service.relation("train", self.cfg.name).df()

@@ -51,6 +51,8 @@ CREATE TABLE IF NOT EXISTS audit (
 CREATE TABLE IF NOT EXISTS access (analyst TEXT PRIMARY KEY, datasets TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS holdouts (
     name TEXT PRIMARY KEY, overflows INTEGER NOT NULL, open INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS holdout_shares (
+    name TEXT NOT NULL, analyst TEXT NOT NULL, overflows INTEGER NOT NULL, PRIMARY KEY (name, analyst));
 """
 
 
@@ -329,6 +331,18 @@ class State:
             row = conn.execute("SELECT overflows, open FROM holdouts WHERE name = ?", (name,)).fetchone()
         return (0, False) if row is None else (int(row[0]), bool(row[1]))
 
-    def save_holdout_state(self, name: str, overflows: int, open_run: bool) -> None:
+    def save_holdout_state(self, name: str, overflows: int, open_run: bool,
+                           analyst_id: str | None = None, analyst_overflows: int = 0) -> None:
+        """A holdout's state, and (in the same transaction) the overflows one analyst has spent."""
         with self._transaction() as conn:
             conn.execute("INSERT OR REPLACE INTO holdouts VALUES (?, ?, ?)", (name, overflows, int(open_run)))
+            if analyst_id is not None:
+                conn.execute("INSERT OR REPLACE INTO holdout_shares VALUES (?, ?, ?)",
+                             (name, analyst_id, analyst_overflows))
+
+    def holdout_share_spent(self, name: str, analyst_id: str) -> int:
+        """How many of a holdout's overflows this analyst has spent."""
+        with self._db() as conn:
+            row = conn.execute("SELECT overflows FROM holdout_shares WHERE name = ? AND analyst = ?",
+                               (name, analyst_id)).fetchone()
+        return 0 if row is None else int(row[0])
