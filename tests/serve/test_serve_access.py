@@ -72,6 +72,27 @@ def test_a_dataset_an_analyst_may_not_use_is_absent_and_refused_like_a_missing_o
     assert "dataset='nope'" in capsys.readouterr().err
 
 
+def test_a_holdout_an_analyst_may_not_use_is_absent_and_refused_like_a_missing_one(tmp_path: Path) -> None:
+    config = write_service(tmp_path)
+    config.write_text(config.read_text().replace("budget = 5\n", 'budget = 5\nanalysts = ["ann"]\n'))
+    ann, carl = add_analyst(config, "ann"), add_analyst(config, "carl")
+    with TestClient(create_app(load_config(config))) as http:
+        def holdouts(token: str) -> list[str]:
+            doc = http.get("/v1/datasets", headers={"Authorization": f"Bearer {token}"}).json()
+            return [h["name"] for h in doc["holdouts"]]
+
+        assert (holdouts(ann), holdouts(carl)) == (["model"], [])
+        auth = {"Authorization": f"Bearer {carl}"}
+        for name in ("model", "zzzzz"):
+            train = http.get(f"/v1/holdouts/{name}/train", headers=auth)
+            asked = http.post(f"/v1/holdouts/{name}/queries", json={"queries": ["spend > 1"]}, headers=auth)
+            assert (train.status_code, asked.status_code) == (404, 404)
+            assert train.json()["error"] == asked.json()["error"] == {
+                "code": "not_found", "message": f"no holdout named {name!r}; the holdouts are []"}
+        r = http.get("/v1/holdouts/model/train", headers={"Authorization": f"Bearer {ann}"})
+        assert r.status_code == 200
+
+
 @pytest.mark.parametrize(("column", "expected"), [
     ('ok = { domain = ["yes", "no"] }', "datasets.flags.columns.ok.domain=['yes', 'no'] is not allowed"),
     ('n = { domain = [1, "2"] }', "['2'] are not"),

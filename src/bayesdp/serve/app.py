@@ -185,7 +185,7 @@ def create_app(config: Config) -> Starlette:
 
     def datasets(call: Call) -> Any:
         return {"datasets": service.datasets_json(call.analyst.id),
-                "holdouts": [h.metadata() for h in service.holdouts.values()]}
+                "holdouts": [service.holdouts[h].metadata() for h in state.holdouts_for(call.analyst.id)]}
 
     def budget(call: Call) -> Any:
         return {"analyst": call.analyst.name, "datasets": service.budget_json(call.analyst.id)}
@@ -277,9 +277,9 @@ def create_app(config: Config) -> Starlette:
 
     def holdout(call: Call) -> Any:
         name = call.request.path_params["name"]
-        if name not in service.holdouts:
-            raise ApiError(404, "not_found", f"no holdout named {name!r}; the holdouts are "
-                           f"{sorted(service.holdouts)}")
+        visible = state.holdouts_for(call.analyst.id)
+        if name not in visible:
+            raise ApiError(404, "not_found", f"no holdout named {name!r}; the holdouts are {sorted(visible)}")
         return service.holdouts[name]
 
     def holdout_queries(call: Call) -> Any:

@@ -31,6 +31,7 @@
     sigma = 0.01
     budget = 50
     share = 10                       # overflows one analyst may spend (default: the whole budget)
+    analysts = ["alice"]             # only these analysts see it (default: every analyst)
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ _OPTIONS = ("max_groups_per_unit", "max_rows_per_group", "alpha", "noise")
 _COLUMN = ("bounds", "domain", "description")
 _BUDGET = ("epsilon", "delta", "accounting")
 _SYNTHETIC = ("epsilon", "delta", "rows", "method", "bins")
-_HOLDOUT = ("train", "holdout", "threshold", "sigma", "budget", "share", "description")
+_HOLDOUT = ("train", "holdout", "threshold", "sigma", "budget", "share", "description", "analysts")
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,7 @@ class Holdout:
     budget: int
     description: str = ""
     share: int | None = None  # the overflows one analyst may spend; None: the whole budget
+    analysts: tuple[str, ...] | None = None  # the analysts (by name) who may use it; None: all
 
 
 @dataclass(frozen=True)
@@ -212,7 +214,7 @@ def _dataset(name: str, d: Any, base: Path) -> Dataset:
 
 def _names(v: Any, key: str) -> tuple[str, ...]:
     if not isinstance(v, list) or not all(isinstance(n, str) and n.strip() for n in v):
-        raise invalid(key, v, "a list of analyst names (those who may use the dataset)")
+        raise invalid(key, v, "a list of analyst names (those who may use it)")
     return tuple(v)
 
 
@@ -279,7 +281,8 @@ def _holdout(name: str, h: Any, base: Path) -> Holdout:
     return Holdout(name, _path(h["train"], f"{key}.train", base, must_exist=True),
                    _path(h["holdout"], f"{key}.holdout", base, must_exist=True),
                    _positive(h["threshold"], f"{key}.threshold"), _positive(h["sigma"], f"{key}.sigma"),
-                   budget, _str(h.get("description", ""), f"{key}.description"), share)
+                   budget, _str(h.get("description", ""), f"{key}.description"), share,
+                   _names(h["analysts"], f"{key}.analysts") if "analysts" in h else None)
 
 
 def _keys(d: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:

@@ -174,12 +174,21 @@ class State:
         """The datasets an analyst may use: those whose configured `analysts` (if any) name them,
         among those the curator limited them to (if they did)."""
         with self._db() as conn:
-            named = conn.execute("SELECT name FROM analysts WHERE id = ?", (analyst_id,)).fetchone()
             row = conn.execute("SELECT datasets FROM access WHERE analyst = ?", (analyst_id,)).fetchone()
         granted = None if row is None else set(json.loads(row[0]))
+        name = self._name(analyst_id)
         return [n for n, ds in self.config.datasets.items()
-                if (ds.analysts is None or (named is not None and named[0] in ds.analysts))
-                and (granted is None or n in granted)]
+                if (ds.analysts is None or name in ds.analysts) and (granted is None or n in granted)]
+
+    def holdouts_for(self, analyst_id: str) -> list[str]:
+        """The holdouts an analyst may use: those whose configured `analysts` (if any) name them."""
+        name = self._name(analyst_id)
+        return [n for n, h in self.config.holdouts.items() if h.analysts is None or name in h.analysts]
+
+    def _name(self, analyst_id: str) -> str | None:
+        with self._db() as conn:
+            row = conn.execute("SELECT name FROM analysts WHERE id = ?", (analyst_id,)).fetchone()
+        return None if row is None else str(row[0])
 
     # -- budgets and ledgers -------------------------------------------------------------
 
