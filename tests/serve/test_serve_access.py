@@ -63,6 +63,11 @@ def test_a_dataset_an_analyst_may_not_use_is_absent_and_refused_like_a_missing_o
                 shown, expected = r.json()["error"], missing.json()["error"]
                 shown["message"] = shown["message"].replace(hidden, absent)
                 assert shown == expected
+        assert main(["serve", "analysts", "list", "--config", str(config)]) == 0
+        listing = {line.split()[1]: line for line in capsys.readouterr().out.splitlines()
+                   if line.split()[1:2] in (["ann"], ["bob"], ["carl"])}
+        assert "visits, people, gaps" in listing["ann"] and "visits, gaps" in listing["carl"]
+        assert "gaps" not in listing["bob"]
         assert main(["serve", "analysts", "datasets", "bob", "--all", "--config", str(config)]) == 0
         assert "visits, gaps" in capsys.readouterr().out
         assert listed(bob) == ["visits", "gaps"]

@@ -109,10 +109,11 @@ def _analysts(state: Any, args: argparse.Namespace) -> int:
         state.revoke(args.name)
         out.print(f"revoked {escape(args.name)}'s token")
     elif args.verb == "list":
-        table = Table("name", "id", "created", "status")
+        table = Table("name", "id", "created", "status", "datasets")
         for a in state.analysts():
             table.add_row(escape(a.name), a.id, _when(a.created),
-                          "active" if a.revoked is None else f"revoked {_when(a.revoked)}")
+                          "active" if a.revoked is None else f"revoked {_when(a.revoked)}",
+                          escape(", ".join(state.datasets_for(a.id))))
         out.print(table)
     elif args.dataset is not None:
         if args.epsilon is None:

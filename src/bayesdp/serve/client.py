@@ -106,7 +106,7 @@ class Client:
     def check(self) -> None:
         """Ask the service whether it accepts this token (raises InvalidParameter if not)."""
         try:
-            self._call("GET", "/v1/budget")
+            self._call("GET", "/v1/datasets")  # reads no ledger, so creates none
         except ServiceError as exc:
             if exc.status == 401:
                 raise InvalidParameter(f"token for analyst {self.analyst_id} is not accepted by "
