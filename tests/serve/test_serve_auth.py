@@ -52,7 +52,7 @@ def test_guesses_at_one_analyst_are_limited_across_addresses_and_never_refuse_th
     assert http.get("/v1/budget", headers=_bearer(token)).status_code == 200
 
 
-def _median_seconds(http: TestClient, token: str, repeats: int = 9) -> float:
+def _median_seconds(http: TestClient, token: str, repeats: int = 11) -> float:
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -62,14 +62,14 @@ def _median_seconds(http: TestClient, token: str, repeats: int = 9) -> float:
 
 
 def test_a_wrong_secret_costs_what_an_unknown_analyst_costs(tmp_path: Path) -> None:
-    """A slow hash (tens of ms) only for known ids told which ids exist. Both now cost one HMAC;
-    the margin (twice the other's median plus 20 ms) is far below one scrypt hash."""
+    """A slow hash for known ids only would tell which ids exist: both cost one HMAC, and
+    the margin (twice the other's median plus 50 ms) is below one scrypt hash (130-180 ms here)."""
     config_path = write_service(tmp_path, rate=6000)
     analyst_id = add_analyst(config_path, "timed").split("_")[1]
     with TestClient(create_app(load_config(config_path))) as http:
         known = _median_seconds(http, f"bdp_{analyst_id}_{'w' * 43}")
         unknown = _median_seconds(http, f"bdp_0123456789ab_{'w' * 43}")
-    assert known < 2 * unknown + 0.02 and unknown < 2 * known + 0.02, (known, unknown)
+    assert known < 2 * unknown + 0.05 and unknown < 2 * known + 0.05, (known, unknown)
 
 
 def test_wrong_tokens_never_reach_the_slow_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
