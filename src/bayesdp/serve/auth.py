@@ -1,11 +1,9 @@
-"""Tokens, and limits on who may try them, that stop guessing without ever refusing a valid token.
+"""Who holds a token, with limits on who may try them that stop guessing without ever refusing
+a valid token.
 
-A token is `bdp_<analyst id>_<secret>` with a 256-bit secret. The state keeps two things of a
-secret: its scrypt hash (RFC 7914), and a check of 32 bits, HMAC-SHA256 of the secret keyed by the
-analyst's salt (RFC 2104), truncated. A guess passes the check with probability 2^-32, so wrong
-tokens are refused after one HMAC and never reach the slow hash; the check tells a thief of the
-state 32 of the secret's 256 bits, which leaves the secret out of reach. An unknown analyst id is
-checked against a dummy record, so it costs what a wrong secret for a known id costs.
+A wrong token is refused after one HMAC (its check, bayesdp.serve.tokens) and never reaches the
+slow hash. An unknown analyst id is checked against a dummy record, so it costs what a wrong
+secret for a known id costs.
 
 Failed attempts are limited per client address and per analyst id named (a token bucket of
 `rate_per_minute` each); the limit is consulted only after a token has failed, so a valid token
@@ -20,32 +18,13 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
-if TYPE_CHECKING:
-    from bayesdp.serve.state import Analyst, State
+from bayesdp.serve.state import Analyst, State
+from bayesdp.serve.tokens import CHECK_BYTES, hash_secret, new_secret, token_check
 
-# scrypt cost (RFC 7914): 16 MiB and tens of milliseconds per check make a stolen table slow to attack.
-_SCRYPT = {"n": 2**14, "r": 8, "p": 1, "maxmem": 64 * 2**20, "dklen": 32}
-CHECK_BYTES = 4
 # A limiter keeps at most this many keys (addresses, analyst ids), forgetting the least recent.
 MAX_KEYS = 100_000
-
-
-def hash_secret(secret: str, salt: bytes) -> bytes:
-    """scrypt (Percival 2009, RFC 7914) of a token's secret part."""
-    return hashlib.scrypt(secret.encode(), salt=salt, **_SCRYPT)
-
-
-def token_check(secret: str, salt: bytes) -> bytes:
-    """The cheap check of a secret: HMAC-SHA256 keyed by the salt (RFC 2104), first 4 bytes."""
-    return hmac.new(salt, secret.encode(), hashlib.sha256).digest()[:CHECK_BYTES]
-
-
-def new_secret() -> tuple[str, bytes, bytes, bytes]:
-    """A new secret with its salt, scrypt hash and cheap check."""
-    secret, salt = secrets.token_urlsafe(32), secrets.token_bytes(16)
-    return secret, salt, hash_secret(secret, salt), token_check(secret, salt)
 
 
 class RateLimiter:

@@ -4,7 +4,7 @@ Everything lives under the state directory: `service.db` (SQLite, WAL) holds the
 budget overrides, stored results (for idempotent retries) and the audit log; each analyst has
 one budget `Ledger` per dataset in `ledgers/<analyst id>/<dataset>.db`. A token is
 `bdp_<analyst id>_<secret>`; only scrypt(secret) and a 32-bit check of it are stored
-(bayesdp.serve.auth).
+(bayesdp.serve.tokens).
 
 A spend is recorded in the ledger first, with the request id in its label, then in the audit
 log; `recover()` (run at start-up) completes the audit log from the ledgers, so the two always
@@ -29,8 +29,8 @@ from typing import Any
 
 from bayesdp.errors import InvalidParameter, invalid
 from bayesdp.privacy import Guarantee, Ledger
-from bayesdp.serve.auth import new_secret
 from bayesdp.serve.config import Budget, Config
+from bayesdp.serve.tokens import new_secret
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS analysts (
