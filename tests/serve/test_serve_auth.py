@@ -133,3 +133,15 @@ def test_uvicorn_reads_forwarded_headers_only_from_configured_proxies(tmp_path: 
     with pytest.raises(ValueError, match=r"trusted_proxies='proxy\.local'"):
         load_config(config_path)
 
+
+
+def test_the_failure_limiter_forgets_the_least_recent_keys_beyond_its_cap() -> None:
+    """Guesses at random analyst ids each make a key: memory stays bounded."""
+    from bayesdp.serve.auth import RateLimiter
+
+    limiter = RateLimiter(1, max_keys=3)
+    for key in "abcd":
+        assert limiter.retry_after(key) == 0
+    assert limiter.retry_after("d") > 0 and limiter.retry_after("b") > 0
+    assert limiter.retry_after("a") == 0  # forgotten: the oldest of four keys with room for three
+    assert len(limiter._buckets) == 3
