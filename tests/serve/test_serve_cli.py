@@ -73,11 +73,13 @@ def test_the_curator_adds_lists_budgets_and_revokes_analysts(tmp_path: Path,
     assert main(["serve", "analysts", "add", "ann", "--config", config]) == 2
     assert "a name no other analyst has" in capsys.readouterr().err
     assert main(["serve", "audit", "--config", config]) == 0
+    from bayesdp.serve.auth import Gate, Refused
     from bayesdp.serve.state import State
 
     state = State(load_config(config))
     try:
-        assert state.authenticate(token) is None
+        with pytest.raises(Refused):
+            Gate(state, 10).authenticate(token, "127.0.0.1")
         # Only a slow hash of the secret is stored, never the token.
         assert token.encode() not in (tmp_path / "state" / "service.db").read_bytes()
     finally:

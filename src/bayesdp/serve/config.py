@@ -2,7 +2,10 @@
 
     state = "state"                  # directory for the ledgers, analysts and audit log
     max_body_bytes = 1_000_000       # larger request bodies get 413
-    rate_per_minute = 120            # per analyst (and failed logins per address) a minute, then 429
+    rate_per_minute = 120            # per analyst (and failed logins per address and per analyst id)
+                                     # a minute, then 429
+    trusted_proxies = ["127.0.0.1"]  # reverse proxies whose X-Forwarded-For names the client
+                                     # (addresses or networks; default none: the peer is the client)
 
     [datasets.hie]
     source = "hie.csv"               # CSV/Parquet/JSON, relative to this file
@@ -12,6 +15,7 @@
     max_groups_per_unit = 1          # table-release options: defaults an analyst may override
     max_rows_per_group = 5
     budget = { epsilon = 2.0, delta = 1e-6, accounting = "basic" }   # per analyst
+    analysts = ["alice", "bob"]      # only these analysts see it (default: every analyst)
     [datasets.hie.columns]           # the public schema: only these columns can be used
     coins = { domain = [0, 25, 50, 95, 100] }   # public keys
     meddol = { bounds = [0, 3000] }
@@ -26,10 +30,13 @@
     threshold = 0.04
     sigma = 0.01
     budget = 50
+    share = 10                       # overflows one analyst may spend (default: the whole budget)
+    analysts = ["alice"]             # only these analysts see it (default: every analyst)
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import tomllib
 from dataclasses import dataclass, field
@@ -40,14 +47,14 @@ from bayesdp.errors import InvalidParameter, invalid
 from bayesdp.privacy import Guarantee
 from bayesdp.privacy.filters import ACCOUNTINGS, PLD_REFUSED
 
-_TOP = ("state", "max_body_bytes", "rate_per_minute", "datasets", "holdouts")
+_TOP = ("state", "max_body_bytes", "rate_per_minute", "trusted_proxies", "datasets", "holdouts")
 _DATASET = ("source", "privacy_unit", "unit_name", "description", "columns", "budget", "synthetic",
-            "max_groups_per_unit", "max_rows_per_group", "alpha", "noise")
+            "max_groups_per_unit", "max_rows_per_group", "alpha", "noise", "analysts")
 _OPTIONS = ("max_groups_per_unit", "max_rows_per_group", "alpha", "noise")
 _COLUMN = ("bounds", "domain", "description")
 _BUDGET = ("epsilon", "delta", "accounting")
 _SYNTHETIC = ("epsilon", "delta", "rows", "method", "bins")
-_HOLDOUT = ("train", "holdout", "threshold", "sigma", "budget", "description")
+_HOLDOUT = ("train", "holdout", "threshold", "sigma", "budget", "share", "description", "analysts")
 
 
 @dataclass(frozen=True)
@@ -104,6 +111,7 @@ class Dataset:
     budget: Budget
     options: dict[str, Any] = field(default_factory=dict)
     synthetic: Synthetic | None = None
+    analysts: tuple[str, ...] | None = None  # the analysts (by name) who may use it; None: all
 
     @property
     def unit(self) -> str:
@@ -128,6 +136,8 @@ class Holdout:
     sigma: float
     budget: int
     description: str = ""
+    share: int | None = None  # the overflows one analyst may spend; None: the whole budget
+    analysts: tuple[str, ...] | None = None  # the analysts (by name) who may use it; None: all
 
 
 @dataclass(frozen=True)
@@ -137,6 +147,7 @@ class Config:
     holdouts: dict[str, Holdout]
     max_body_bytes: int = 1_000_000
     rate_per_minute: int = 120
+    trusted_proxies: tuple[str, ...] = ()
 
 
 def load_config(path: str | Path) -> Config:
@@ -165,7 +176,20 @@ def parse_config(doc: dict[str, Any], base: Path) -> Config:
         holdouts={n: _holdout(n, h, base) for n, h in _table(doc, "holdouts", "").items()},
         max_body_bytes=_int(doc.get("max_body_bytes", 1_000_000), "max_body_bytes"),
         rate_per_minute=_int(doc.get("rate_per_minute", 120), "rate_per_minute"),
+        trusted_proxies=_proxies(doc.get("trusted_proxies", [])),
     )
+
+
+def _proxies(v: Any) -> tuple[str, ...]:
+    allowed = "a list of the reverse proxies' IP addresses or networks, e.g. [\"127.0.0.1\", \"10.0.0.0/8\"]"
+    if not isinstance(v, list) or not all(isinstance(p, str) for p in v):
+        raise invalid("trusted_proxies", v, allowed)
+    for p in v:
+        try:
+            ipaddress.ip_network(p, strict=False)
+        except ValueError:
+            raise invalid("trusted_proxies", p, allowed) from None
+    return tuple(v)
 
 
 def _dataset(name: str, d: Any, base: Path) -> Dataset:
@@ -194,7 +218,14 @@ def _dataset(name: str, d: Any, base: Path) -> Dataset:
         name=name, source=_path(d["source"], f"{key}.source", base, must_exist=True),
         privacy_unit=unit or None, unit_name=_str(d.get("unit_name", unit or "person"), f"{key}.unit_name"),
         description=_str(d.get("description", ""), f"{key}.description"), columns=columns,
-        budget=_budget(d["budget"], f"{key}.budget", unit or "row"), options=options, synthetic=synthetic)
+        budget=_budget(d["budget"], f"{key}.budget", unit or "row"), options=options, synthetic=synthetic,
+        analysts=_names(d["analysts"], f"{key}.analysts") if "analysts" in d else None)
+
+
+def _names(v: Any, key: str) -> tuple[str, ...]:
+    if not isinstance(v, list) or not all(isinstance(n, str) and n.strip() for n in v):
+        raise invalid(key, v, "a list of analyst names (those who may use it)")
+    return tuple(v)
 
 
 def _column(name: str, v: Any, key: str) -> Column:
@@ -252,10 +283,15 @@ def _holdout(name: str, h: Any, base: Path) -> Holdout:
     for required in ("train", "holdout", "threshold", "sigma", "budget"):
         if required not in h:
             raise InvalidParameter(f"{key}.{required} is missing")
+    budget = _int(h["budget"], f"{key}.budget")
+    share = None if "share" not in h else _int(h["share"], f"{key}.share")
+    if share is not None and share > budget:
+        raise invalid(f"{key}.share", share, f"at most the holdout's budget ({budget})")
     return Holdout(name, _path(h["train"], f"{key}.train", base, must_exist=True),
                    _path(h["holdout"], f"{key}.holdout", base, must_exist=True),
                    _positive(h["threshold"], f"{key}.threshold"), _positive(h["sigma"], f"{key}.sigma"),
-                   _int(h["budget"], f"{key}.budget"), _str(h.get("description", ""), f"{key}.description"))
+                   budget, _str(h.get("description", ""), f"{key}.description"), share,
+                   _names(h["analysts"], f"{key}.analysts") if "analysts" in h else None)
 
 
 def _keys(d: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:

@@ -26,6 +26,7 @@ from bayesdp.expressions import fold, resolve_column, row_expression
 from bayesdp.holdout import ReusableHoldout, table_means
 from bayesdp.privacy import Ledger, Spend
 from bayesdp.serve.config import Config, Dataset, Holdout
+from bayesdp.serve.schema import check_columns
 from bayesdp.serve.state import State
 from bayesdp.serve.wire import guarantee_json, plain, release_json
 from bayesdp.sql import Translation, release_translation, translate
@@ -67,6 +68,7 @@ class Service:
         for ds in config.datasets.values():
             keep = [*([ds.privacy_unit] if ds.privacy_unit else []), *ds.columns]
             self._load("ds", ds.name, ds.source, keep, f"datasets.{ds.name}")
+            check_columns(ds, self.relation("ds", ds.name), self.db.cursor())
         self._metadata = {ds.name: ds.sql_metadata() for ds in config.datasets.values()}
         self.holdouts = {h.name: HoldoutService(self, h) for h in config.holdouts.values()}
 
@@ -87,13 +89,14 @@ class Service:
         """A relation over a loaded table on a new cursor (one per request and thread)."""
         return self.db.cursor().sql(f"SELECT * FROM {_table_name(kind, name)}")
 
-    def dataset(self, name: Any) -> Dataset:
-        if not isinstance(name, str) or name not in self.config.datasets:
-            raise DatasetNotFound(f"no dataset named {name!r}; the datasets are "
-                                  f"{sorted(self.config.datasets)}")
+    def dataset(self, name: Any, analyst_id: str) -> Dataset:
+        """A dataset this analyst may use; one they may not is refused as one that does not exist."""
+        visible = self.state.datasets_for(analyst_id)
+        if not isinstance(name, str) or name not in visible:
+            raise DatasetNotFound(f"no dataset named {name!r}; the datasets are {sorted(visible)}")
         return self.config.datasets[name]
 
-    def dataset_of(self, request: dict[str, Any]) -> Dataset:
+    def dataset_of(self, request: dict[str, Any], analyst_id: str) -> Dataset:
         """The dataset a request names, or the table its SQL reads when it names none."""
         name, text = request.get("dataset"), request.get("sql")
         if name is None and isinstance(text, str):
@@ -101,17 +104,18 @@ class Service:
             node = None if from_ is None else from_.this
             name = node.name if isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier) \
                 else None
-            if name not in self.config.datasets:
+            visible = self.state.datasets_for(analyst_id)
+            if name not in visible:
                 # Refuses the query (a construct it uses, or what it reads), pointing at the text.
-                translate(text, dict.fromkeys(self.config.datasets))
-        return self.dataset(name)
+                translate(text, dict.fromkeys(visible))
+        return self.dataset(name, analyst_id)
 
     # -- metadata ------------------------------------------------------------------------
 
     def datasets_json(self, analyst_id: str) -> list[dict[str, Any]]:
         """Public metadata only: the schema, bounds, public keys, options and the budget."""
         out = []
-        for ds in self.config.datasets.values():
+        for ds in map(self.config.datasets.__getitem__, self.state.datasets_for(analyst_id)):
             b = self.state.budget(analyst_id, ds.name)
             out.append({
                 "name": ds.name, "description": ds.description, "privacy_unit": ds.privacy_unit,
@@ -126,7 +130,8 @@ class Service:
         return out
 
     def budget_json(self, analyst_id: str) -> dict[str, Any]:
-        return {name: budget_json(self.state.ledger(analyst_id, name)) for name in self.config.datasets}
+        return {name: budget_json(self.state.ledger(analyst_id, name))
+                for name in self.state.datasets_for(analyst_id)}
 
     # -- preview and release -------------------------------------------------------------
 
@@ -275,7 +280,8 @@ class Answer:
 
 class HoldoutService:
     """One reusable holdout shared by all analysts: its budget protects the holdout's rows
-    whoever asks. Overflows are persisted before answers leave; after a restart the holdout
+    whoever asks, and each analyst may spend at most `share` of its overflows (so that no one
+    exhausts it for the others). Overflows are persisted before answers leave; after a restart the holdout
     resumes with the budget left, an open run of training answers counted as one overflow
     (its threshold noise is redrawn, and an overflow costs more than the open run did)."""
 
@@ -308,14 +314,20 @@ class HoldoutService:
         spent = (self._base + (0 if h is None else h.overflows)) * self.epsilon_per_overflow
         return {"name": self.cfg.name, "description": self.cfg.description, "columns": self.columns,
                 "threshold": self.cfg.threshold, "sigma": self.cfg.sigma, "budget": self.cfg.budget,
-                "budget_left": left, "epsilon_spent": spent,
+                "budget_left": left, "epsilon_spent": spent, "share": self.share,
                 "guarantee": f"ε={spent:.6g} per row of the holdout (replace-one neighbours), "
                              f"at most {self.cfg.budget * self.epsilon_per_overflow:.6g}"}
 
-    def query(self, expressions: Any) -> list[Answer]:
-        """Answer row-wise SQL expressions with Thresholdout, in order. Each row's value is the
-        expression as a number, NULL or non-numeric as 0, clipped into [0, 1]: a statistical
-        query for any expression, so whether a query fails never depends on the holdout's rows."""
+    @property
+    def share(self) -> int:
+        return self.cfg.share or self.cfg.budget
+
+    def query(self, expressions: Any, analyst_id: str) -> list[Answer]:
+        """Answer row-wise SQL expressions with Thresholdout, in order; once the analyst's share
+        of overflows is spent, as exhausted (`budget_left` is what is left to them). Each row's
+        value is the expression as a number, NULL or non-numeric as 0, clipped into [0, 1]: a
+        statistical query for any expression, so whether a query fails never depends on the
+        holdout's rows."""
         if isinstance(expressions, str):
             expressions = [expressions]
         if not isinstance(expressions, list) or not expressions or \
@@ -327,13 +339,22 @@ class HoldoutService:
             h = self._holdout
             if h is None:
                 return [Answer(None, "exhausted", 0) for _ in checked]
-            answers = h.query_means(train, holdout)
-            assert isinstance(answers, list)
-            for a in answers:
+            used = self.service.state.holdout_share_spent(self.cfg.name, analyst_id)
+            answers = []
+            for t, m in zip(train, holdout, strict=True):
+                if used >= self.share:
+                    answers.append(Answer(None, "exhausted", 0))
+                    continue
+                before = h.overflows
+                a = h.query_means(t, m)
+                assert not isinstance(a, list)
+                used += h.overflows - before
                 if a.source in ("train", "holdout"):
                     self._open = a.source == "train"
-            self.service.state.save_holdout_state(self.cfg.name, self._base + h.overflows, self._open)
-        return [Answer(a.value, a.source, int(a.budget_left or 0)) for a in answers]
+                answers.append(Answer(a.value, a.source, min(int(a.budget_left or 0), self.share - used)))
+            self.service.state.save_holdout_state(self.cfg.name, self._base + h.overflows, self._open,
+                                                  analyst_id, used)
+        return answers
 
     def train_csv(self) -> str:
         frame: pd.DataFrame = self.service.relation("train", self.cfg.name).df()
