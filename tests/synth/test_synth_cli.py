@@ -46,6 +46,7 @@ def test_cli_writes_synthetic_rows_and_report(tmp_path, capsys):
     # The slow stages say what they are doing, on stderr.
     assert "fitting the mst synthesizer to 2,000 rows..." in printed.err
     assert "writing the fidelity report" in printed.err
+    assert "training models of label on the synthetic and the real rows..." in printed.err
 
 
 def test_cli_columns_subset(tmp_path):

@@ -142,11 +142,9 @@ def fit_and_write(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     if args.report:
         from bayesdp.report.synth import synth_report
 
-        stage("writing the fidelity report (marginals, correlations"
-              + (f", a model of {args.target} trained on synthetic rows" if args.target else "")
-              + "; this can take a minute)")
+        stage("writing the fidelity report (this can take a minute)")
         real = data[model.columns]
-        Path(args.report).write_text(synth_report(real, synthetic, model, args.target))
+        Path(args.report).write_text(synth_report(real, synthetic, model, args.target, stage))
         console.print(f"wrote the fidelity report to {args.report} (real statistics: keep it "
                       "private)", highlight=False)
     return {"out": args.out, "rows": len(synthetic), "columns": list(synthetic.columns),
