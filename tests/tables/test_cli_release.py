@@ -121,6 +121,18 @@ def test_release_seed_and_json(events, tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["rows"] != doc["rows"]
 
 
+def test_release_json_writes_date_keys_in_iso_format(events, tmp_path, capsys):
+    data, spec = tmp_path / "events.parquet", tmp_path / "spec.toml"
+    day = pd.Timestamp("2020-01-01") + pd.to_timedelta(events["user_id"] % 2, "D")
+    events.assign(day=day).to_parquet(data)
+    # Private keys: the groups are found in the data, so the keys keep the column's date type.
+    spec.write_text(SPEC.replace('group_by = ["campaign"]', 'group_by = ["day"]')
+                    .replace('keys = ["alpha", "beta", "gamma"]', "delta = 1e-6"))
+    assert main(["release", str(data), "--spec", str(spec), "--json", "--seed", "2"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert sorted(r[0] for r in doc["rows"]) == ["2020-01-01T00:00:00", "2020-01-02T00:00:00"]
+
+
 def test_release_dry_run_previews_and_spends_nothing(events, tmp_path, capsys):
     data, spec = _years(tmp_path, events)
     ledger = str(tmp_path / "l.db")

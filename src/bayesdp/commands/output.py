@@ -73,8 +73,13 @@ def run_json(work: Callable[[], dict[str, Any]]) -> int:
             print(warning_line(w.message), file=sys.stderr)
         else:
             found.append(str(w.message))
-    print(json.dumps({**doc, "warnings": found}, indent=2, allow_nan=False))
+    print(json.dumps({**doc, "warnings": found}, indent=2, allow_nan=False, default=_text))
     return 0
+
+
+def _text(value: Any) -> str:
+    """Dates and times (keys of a release grouped by a date) in ISO 8601, anything else as text."""
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
 
 
 def release_document(release: Release) -> dict[str, Any]:
