@@ -2,6 +2,7 @@
 
 import json
 import math
+import warnings
 
 import pandas as pd
 
@@ -47,3 +48,12 @@ def test_release_spec_with_huge_epsilon_is_a_one_line_error(tmp_path, capsys):
     assert main(["release", str(data), "--spec", str(spec)]) == 2
     err = capsys.readouterr().err
     assert "epsilon" in err and "Traceback" not in err
+
+
+def test_a_warning_prints_as_one_line(capsys):
+    from bayesdp.commands.output import warnings_as_lines
+    from bayesdp.errors import CuratorWarning
+
+    with warnings_as_lines():
+        warnings.warn("dropped 3 rows\n  of 10", CuratorWarning, stacklevel=1)
+    assert capsys.readouterr().err == "warning: dropped 3 rows of 10\n"

@@ -118,7 +118,8 @@ def test_privacy_and_noise_import_nothing_else_of_the_project(layer):
 
 
 def test_reports_sit_on_top():
-    """report/ receives a release; only the command line, the service and itself import it."""
+    """report/ receives a release; only the command line, the service and itself import it (and
+    the public face, which names every subpackage for annotations and loads it on first use)."""
     above = ("bayesdp.report", "bayesdp.commands", "bayesdp.serve", "bayesdp.cli")
     importers = {m for m, deps in import_graph().items() if any(d.startswith("bayesdp.report") for d in deps)}
-    assert {m for m in importers if not m.startswith(above)} == set()
+    assert {m for m in importers if not m.startswith(above) and m != "bayesdp"} == set()

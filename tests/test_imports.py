@@ -49,6 +49,20 @@ def test_every_public_name_resolves_and_is_listed() -> None:
         bayesdp.nothing  # noqa: B018
 
 
+def test_every_public_subpackage_is_an_attribute_loaded_on_first_use() -> None:
+    """`bdp.synth.perturbed_histogram(...)` works after `import bayesdp as bdp` alone, and
+    `import bayesdp` imports none of the subpackages until one is used."""
+    names = ("correlated", "errors", "expressions", "holdout", "mechanisms", "noise", "privacy",
+             "report", "serve", "synth", "tables")
+    code = (f"import sys, types\nimport bayesdp as bdp\nnames = {names!r}\n"
+            "assert not [n for n in names if f'bayesdp.{n}' in sys.modules]\n"
+            "assert set(names) <= set(dir(bdp)), set(names) - set(dir(bdp))\n"
+            "for n in names:\n"
+            "    assert getattr(bdp, n) is sys.modules[f'bayesdp.{n}'], n\n"
+            "assert callable(bdp.synth.perturbed_histogram) and bdp.tables.table is bdp.table")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_functions_named_like_their_subpackage_stay_functions() -> None:
     """`bdp.sql` and `bdp.audit` are functions even when a module below them loads first."""
     code = ("import bayesdp.sql.translate, bayesdp.audit.runner\nimport bayesdp as bdp\n"
@@ -59,7 +73,7 @@ def test_functions_named_like_their_subpackage_stay_functions() -> None:
 
 def test_cli_choices_match_the_library() -> None:
     from bayesdp.privacy import RELATIONS
-    from bayesdp.privacy.ledger import ACCOUNTINGS
+    from bayesdp.privacy.filters import ACCOUNTINGS
     from bayesdp.synth.encode import DEFAULT_BINS
     from bayesdp.synth.tabular import METHODS
 

@@ -12,7 +12,20 @@ import types
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from bayesdp import errors, models, noise
+    from bayesdp import (
+        correlated,
+        errors,
+        expressions,
+        holdout,
+        mechanisms,
+        models,
+        noise,
+        privacy,
+        report,
+        serve,
+        synth,
+        tables,
+    )
     from bayesdp.audit import AuditResult, audit, audit_pairs
     from bayesdp.correlated import BayesianNetwork, MarkovChain, MarkovQuiltMechanism
     from bayesdp.holdout import Ladder, ReusableHoldout
@@ -44,8 +57,11 @@ if TYPE_CHECKING:
         table,
     )
 
-# Public subpackages; `models` needs scikit-learn (the `models` extra).
-_MODULES = ("errors", "models", "noise")
+# Public subpackages and modules, `bdp.synth.perturbed_histogram` as much as `bdp.synthesize`;
+# `models` needs scikit-learn (the `models` extra). `bdp.sql` and `bdp.audit` are the functions
+# named like their subpackages (see _Package).
+_MODULES = ("correlated", "errors", "expressions", "holdout", "mechanisms", "models", "noise", "privacy",
+            "report", "serve", "synth", "tables")
 # Every other public name -> the module that defines it.
 _HOME: dict[str, str] = {
     **dict.fromkeys(("AuditResult", "audit", "audit_pairs"), "bayesdp.audit"),
@@ -86,22 +102,31 @@ __all__ = [
     "audit_pairs",
     "compose",
     "connect",
+    "correlated",
     "count",
     "count_units",
     "errors",
+    "expressions",
     "histogram",
+    "holdout",
     "mean",
+    "mechanisms",
     "models",
     "noise",
+    "privacy",
     "quantile",
+    "report",
     "rng_for_tests",
     "secure_rng",
+    "serve",
     "share",
     "sql",
     "std",
     "sum",
+    "synth",
     "synthesize",
     "table",
+    "tables",
 ]
 __version__ = "0.1.0"
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.markup import escape
 
+from bayesdp.commands.output import warnings_as_lines
 from bayesdp.errors import BayesdpError
 
 # Sub-command modules under bayesdp.commands, each exposing register(subparsers).
@@ -31,11 +32,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run a sub-command; user errors print one line and exit 2, never a traceback."""
+    """Run a sub-command; user errors print one line and exit 2, never a traceback; warnings
+    print one line each."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.run(args) or 0)
+        with warnings_as_lines():
+            return int(args.run(args) or 0)
     except (BayesdpError, ValueError, OSError, KeyError) as exc:
         err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return 2

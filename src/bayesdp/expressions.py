@@ -10,7 +10,10 @@ aggregates, window functions, `*`, parameters, lambdas, element and field access
 columns, and every function not on the list (random, now, getenv, current_setting, nextval, ...).
 
 Engines run `RowExpression.sql(dialect)`, rendered from the checked tree (identifiers quoted,
-comments dropped), never the user's text.
+comments dropped), never the user's text. A name is resolved here once, as DuckDB and Spark
+resolve it (quoted or not, without case: `resolve_column`; a name that matches several columns
+is refused), and rendered in the schema's spelling; `RowExpression.columns` holds the columns
+so resolved, for checks on what an expression reads (the privacy unit, the public columns).
 
 What is promised (and what is not):
 
@@ -96,6 +99,36 @@ _TABLE_FUNCTIONS = ("read_", "query", "glob", "parquet_", "sniff_", "iceberg_", 
                     "range", "generate_series", "unnest", "duckdb_", "pragma_", "sql_")
 
 
+def fold(name: str) -> str:
+    """`name` without case, as broadly as DuckDB (ASCII letters) or Spark (any letter, as Java's
+    equalsIgnoreCase) ignores it: two names either engine may confuse fold to the same text."""
+    return name.upper().casefold()
+
+
+def resolve_column(name: str, columns: Collection[str], role: str) -> str | None:
+    """The column of `columns` that the identifier `name` reads, spelled as in the schema: DuckDB
+    and Spark resolve identifiers, quoted or not, without case. None when no column has that
+    name; refused when several differ only in case (the engines may pick either, or fail);
+    `role` names the name in that refusal."""
+    return _resolve(name, _by_fold(columns), role)
+
+
+def _by_fold(columns: Collection[str]) -> dict[str, list[str]]:
+    index: dict[str, list[str]] = {}
+    for c in columns:
+        index.setdefault(fold(c), []).append(c)
+    return index
+
+
+def _resolve(name: str, index: dict[str, list[str]], role: str) -> str | None:
+    matches = index.get(fold(name), [])
+    if len(matches) > 1:
+        raise InvalidParameter(f"{role}: {name!r} names {len(matches)} columns that differ only in case "
+                               f"({', '.join(repr(c) for c in matches)}): DuckDB and Spark ignore "
+                               "case in names, so rename one of them")
+    return matches[0] if matches else None
+
+
 def _named(node: exp.Expression) -> str:
     """What the refused construct is, in words an analyst recognizes."""
     if isinstance(node, exp.Window):
@@ -146,7 +179,7 @@ def _where(node: exp.Expression) -> str:
 @dataclass(frozen=True)
 class RowExpression:
     """A checked row-local expression: `text` its canonical DuckDB form, `columns` the columns it
-    reads; `sql(dialect)` what an engine runs."""
+    reads, spelled as in the schema (`resolve_column`); `sql(dialect)` what an engine runs."""
 
     text: str
     columns: frozenset[str]
@@ -311,10 +344,7 @@ def _parenthesize(node: exp.Expression) -> None:
 
 class _Checker:
     def __init__(self, columns: list[str], role: str) -> None:
-        self.columns = columns
-        self.lower: dict[str, list[str]] = {}
-        for c in columns:
-            self.lower.setdefault(c.lower(), []).append(c)
+        self.columns, self.index = columns, _by_fold(columns)
         self.role = role
         self.used: set[str] = set()
         self.special: dict[type[exp.Expression], Callable[[exp.Expression], None]] = {
@@ -361,13 +391,11 @@ class _Checker:
             raise self.refuse(node, f"reference to another table ({node.sql('duckdb')})")
         if not isinstance(node.this, exp.Identifier):
             raise self.refuse(node.this)
-        name = str(node.this.this)
-        if name not in self.columns:
-            matches = self.lower.get(name.lower(), [])
-            if len(matches) != 1:
-                raise self._unknown(node, name)
-            name = matches[0]  # DuckDB and Spark resolve unquoted names case-insensitively
-            node.set("this", exp.to_identifier(name, quoted=True))
+        written = str(node.this.this)
+        name = _resolve(written, self.index, f"{self.role}{_where(node)}")
+        if name is None:
+            raise self._unknown(node, written)
+        node.set("this", exp.to_identifier(name, quoted=True))  # the engine reads the schema's name
         self.used.add(name)
 
     def _unknown(self, node: exp.Expression, name: str) -> InvalidParameter:

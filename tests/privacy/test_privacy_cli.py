@@ -1,6 +1,7 @@
-"""`bayesdp explain` and `bayesdp ledger init|show|backup`."""
+"""`bayesdp explain` and `bayesdp ledger init|show|migrate|backup`."""
 
 import json
+import sqlite3
 
 import pytest
 
@@ -80,3 +81,24 @@ def test_ledger_backup(tmp_path, capsys):
     assert main(["ledger", "backup", str(tmp_path / "missing.db"), str(tmp_path / "x.db")]) == 2
     assert "no ledger" in said("err")
     led.close()
+
+
+def test_ledger_show_and_migrate_a_legacy_pld_ledger(tmp_path, capsys):
+    path = tmp_path / "old.db"
+    Ledger(path, budget=Guarantee(1.0, delta=1e-6)).spend(Guarantee(0.5), "counts")
+    with sqlite3.connect(path) as conn:  # as earlier versions wrote accounting='pld'
+        conn.execute("UPDATE meta SET value = 'pld' WHERE key = 'accounting'")
+    conn.close()
+    with pytest.raises(SystemExit):
+        main(["ledger", "init", str(tmp_path / "new.db"), "--epsilon", "1", "--delta", "1e-6",
+              "--accounting", "pld"])
+    assert "invalid choice: 'pld'" in capsys.readouterr().err
+    assert main(["ledger", "show", str(path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "counts" in out and "not a valid privacy filter" in out and "ledger migrate" in out
+    assert main(["ledger", "migrate", str(path), "--accounting", "advanced"]) == 2
+    assert "already exceed its budget" in capsys.readouterr().err  # 0.5 alone: bound 2.70 > 1
+    assert main(["ledger", "migrate", str(path), "--accounting", "basic"]) == 0
+    assert "now uses the basic composition filter" in " ".join(capsys.readouterr().out.split())
+    assert main(["ledger", "show", str(path)]) == 0
+    assert "remaining: ε=0.5, δ=1e-06" in capsys.readouterr().out

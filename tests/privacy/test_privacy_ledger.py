@@ -68,16 +68,43 @@ def test_zcdp_accounting_beats_basic(tmp_path):
         Ledger(tmp_path / "b.db", budget=budget).spend(Guarantee(5.0), "x")
 
 
-def test_pld_accounting_beats_basic_and_keeps_the_noise(tmp_path):
-    p = Ledger(tmp_path / "p.db", budget=Guarantee(2.9, delta=1e-5), accounting="pld")
-    for i in range(15):  # basic: 3.0, over budget; PLD: 2.81
-        p.spend(Lap(0.2), f"p{i}")
-    assert p.spent().epsilon == pytest.approx(compose([Lap(0.2)] * 15, "pld", 1e-5).epsilon)
-    assert p.remaining().epsilon == pytest.approx(2.9 - p.spent().epsilon)
-    # reopened from disk, the noise is still known and gives the same figure
-    assert Ledger(tmp_path / "p.db").spent().epsilon == pytest.approx(p.spent().epsilon)
-    with pytest.raises(BudgetExceeded):
-        p.spend(Lap(0.2), "one more")
+def _legacy_pld(path, spends):
+    """A ledger as earlier versions wrote it with accounting='pld', holding `spends` Lap(0.2)."""
+    Ledger(path, budget=Guarantee(2.9, delta=1e-5)).close()
+    noise = '[{"family": "laplace", "scale": 5.0, "sensitivity": 1.0}]'
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value = 'pld' WHERE key = 'accounting'")
+        conn.executemany(
+            "INSERT INTO spends (label, time, epsilon, delta, rho, relation, unit, noise) "
+            "VALUES (?, 0, 0.2, 0, NULL, 'add_remove', 'row', ?)", [(f"p{i}", noise) for i in range(spends)])
+        conn.execute(f"PRAGMA user_version = {spends}")
+    conn.close()
+
+
+def test_a_pld_ledger_file_is_read_only_until_migrated_to_a_filter(tmp_path):
+    # 15 x Lap(0.2) fit (2.9, 1e-5) under the natural PLD filter (2.81) but under no valid filter
+    _legacy_pld(tmp_path / "p15.db", 15)
+    old = Ledger(tmp_path / "p15.db")
+    assert len(old.history()) == 15 and "not a valid filter" in old.history()[0].bound
+    for read in (old.spent, old.remaining, lambda: old.spend(Lap(0.01), "more")):
+        with pytest.raises(LedgerError, match=r"'pld'.*not a valid privacy filter.*migrate\('zcdp'\)"):
+            read()
+    with pytest.raises(LedgerError, match="bayesdp ledger migrate"):
+        Ledger(tmp_path / "p15.db", accounting="zcdp")
+    for accounting in ("basic", "zcdp", "advanced"):
+        with pytest.raises(BudgetExceeded, match="already exceed its budget"):
+            old.migrate(accounting)
+    with pytest.raises(InvalidParameter, match="gdp filter"):
+        old.migrate("gdp")
+    assert Ledger(tmp_path / "p15.db").accounting == "pld"
+    # 10 of them fit the basic filter (2.0 <= 2.9): migrated, the ledger spends again
+    _legacy_pld(tmp_path / "p10.db", 10)
+    Ledger(tmp_path / "p10.db").migrate("basic")
+    led = Ledger(tmp_path / "p10.db", accounting="basic")
+    assert led.spent().epsilon == pytest.approx(2.0) and "basic composition filter" in str(led.spent())
+    led.spend(Lap(0.2), "after")
+    with pytest.raises(LedgerError, match="only a ledger written with accounting 'pld'"):
+        led.migrate("zcdp")
 
 
 def test_zcdp_budget_in_rho(tmp_path):
@@ -92,7 +119,8 @@ def test_zcdp_budget_in_rho(tmp_path):
     [
         ({"budget": Guarantee(1), "accounting": "fancy"}, "accounting"),
         ({"budget": 1.0}, "budget"),
-        ({"budget": Guarantee(1), "accounting": "pld"}, "budget"),
+        ({"budget": Guarantee(1), "accounting": "pld"}, "accounting"),
+        ({"budget": Guarantee(1), "accounting": "gdp"}, "budget"),
     ],
 )
 def test_bad_ledger_parameters(tmp_path, kwargs, name):
@@ -127,7 +155,7 @@ def test_existing_ledger_keeps_its_budget(tmp_path):
     with pytest.raises(LedgerError, match="refusing to change"):
         Ledger(tmp_path / "l.db", budget=Guarantee(2))
     with pytest.raises(LedgerError, match="refusing to switch"):
-        Ledger(tmp_path / "l.db", accounting="pld")
+        Ledger(tmp_path / "l.db", accounting="zcdp")
     with pytest.raises(LedgerError, match="no ledger"):
         Ledger(tmp_path / "missing.db")
 
@@ -386,7 +414,7 @@ def test_a_composite_spend_keeps_all_its_noises(tmp_path):
 def test_spends_recorded_before_noise_had_a_family_still_count_their_noise(tmp_path):
     """Rows written when a spend stored one noise as {"kind": ...} read back as that noise."""
     path = tmp_path / "old.db"
-    Ledger(path, budget=Guarantee(2.9, delta=1e-5), accounting="pld").close()
+    Ledger(path, budget=Guarantee(2.9, delta=1e-5), accounting="zcdp").close()
     old = ('{"kind": "laplace", "scale": 5.0, "sensitivity": 1.0, "grid": null, "epsilon": 0.0, '
            '"categories": 0}')
     with sqlite3.connect(path) as conn:
@@ -396,7 +424,7 @@ def test_spends_recorded_before_noise_had_a_family_still_count_their_noise(tmp_p
         conn.execute("PRAGMA user_version = 15")
     led = Ledger(path)
     assert led.history()[0].guarantee.noise == (Noise("laplace", scale=5.0, sensitivity=1.0),)
-    assert led.spent().epsilon == pytest.approx(compose([Lap(0.2)] * 15, "pld", 1e-5).epsilon)
+    assert led.spent().rho == pytest.approx(15 * 0.2**2 / 2)
 
 
 def test_a_ledger_keeps_one_dependence_assumption(tmp_path):
@@ -414,5 +442,5 @@ def test_a_ledger_keeps_one_dependence_assumption(tmp_path):
     with pytest.raises(InvalidParameter, match="dependence=Bayesian DP"):
         Ledger(tmp_path / "i.db", budget=Guarantee(1.0, relation="replace_one")).spend(spend, "x")
     with pytest.raises(InvalidParameter, match="accounting"):
-        Ledger(tmp_path / "p.db", budget=budget, accounting="pld")
+        Ledger(tmp_path / "p.db", budget=budget, accounting="zcdp")
     assert len(reopened.history()) == 1

@@ -25,6 +25,11 @@ def _doc(root: Path) -> dict[str, Any]:
     (lambda d: d["datasets"]["visits"]["budget"].update(epsilon=-1), "datasets.visits.budget.epsilon=-1"),
     (lambda d: d["datasets"]["visits"]["budget"].update(accounting="rdp"),
      "datasets.visits.budget.accounting"),
+    (lambda d: d["datasets"]["visits"]["budget"].update(accounting="gdp"),
+     "datasets.visits.budget.accounting='gdp' is not allowed"),
+    (lambda d: d["datasets"]["visits"]["budget"].update(accounting="pld"),
+     "datasets.visits.budget.accounting: accounting='pld' is not allowed for a ledger or a service "
+     "budget"),
     (lambda d: d["datasets"]["visits"]["columns"]["spend"].update(bounds=[5, 1]),
      "datasets.visits.columns.spend.bounds"),
     (lambda d: d["datasets"]["visits"].update(source="missing.csv"), "datasets.visits.source"),
@@ -42,6 +47,17 @@ def test_configuration_errors_name_the_key(tmp_path: Path, change: Any, message:
     assert message in str(info.value)
 
 
+def test_an_analysts_budget_is_a_filter_the_service_can_keep(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    config = str(write_service(tmp_path))
+    assert main(["serve", "analysts", "add", "ann", "--config", config]) == 0
+    budget = ["serve", "--config", config, "analysts", "budget", "ann", "visits", "--epsilon", "0.5",
+              "--delta", "1e-6", "--accounting"]
+    assert main([*budget, "gdp"]) == 2  # the service's Gaussian releases are discrete
+    assert "accounting='gdp' is not allowed" in capsys.readouterr().err
+    assert main([*budget, "advanced"]) == 0
+
+
 def test_the_curator_adds_lists_budgets_and_revokes_analysts(tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     config = str(write_service(tmp_path))
@@ -57,11 +73,13 @@ def test_the_curator_adds_lists_budgets_and_revokes_analysts(tmp_path: Path,
     assert main(["serve", "analysts", "add", "ann", "--config", config]) == 2
     assert "a name no other analyst has" in capsys.readouterr().err
     assert main(["serve", "audit", "--config", config]) == 0
+    from bayesdp.serve.auth import Gate, Refused
     from bayesdp.serve.state import State
 
     state = State(load_config(config))
     try:
-        assert state.authenticate(token) is None
+        with pytest.raises(Refused):
+            Gate(state, 10).authenticate(token, "127.0.0.1")
         # Only a slow hash of the secret is stored, never the token.
         assert token.encode() not in (tmp_path / "state" / "service.db").read_bytes()
     finally:

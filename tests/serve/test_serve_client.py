@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import socket
+import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pandas as pd
@@ -10,9 +13,10 @@ import pytest
 from serve_helpers import Server, add_analyst
 
 import bayesdp as bdp
-from bayesdp.errors import BudgetExceeded, InvalidParameter
+from bayesdp.errors import BayesdpError, BudgetExceeded, InvalidParameter
 from bayesdp.report import write_release_report
-from bayesdp.serve.client import ServiceError
+from bayesdp.serve import client as client_module
+from bayesdp.serve.client import ServiceError, ServiceUnavailable
 
 
 def test_remote_query_matches_the_local_one(server: Server, tmp_path: Path) -> None:
@@ -106,3 +110,83 @@ def test_earlier_releases_are_listed_and_fetched_without_spending(server: Server
     assert db.budget()["visits"] == spent  # fetching again is not a release
     with pytest.raises(ServiceError, match="404"):
         db.get_release("rel_nope")
+
+
+def _closed_port_url() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}/"
+
+
+TOKEN = "bdp_0123456789ab_" + "s" * 43
+
+
+def test_a_service_that_is_down_raises_a_bayesdp_error_after_bounded_backoff() -> None:
+    start = time.monotonic()
+    with pytest.raises(ServiceUnavailable, match="cannot reach") as info:
+        bdp.connect(_closed_port_url(), TOKEN, retry_for=0.5)
+    assert isinstance(info.value, BayesdpError) and info.value.status == 0
+    assert time.monotonic() - start < 3.0
+
+
+def test_transport_failures_are_retried_after_jittered_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls, sleeps = [], []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request.url.path)
+        if len(calls) < 4:
+            raise httpx.ConnectError("refused", request=request)
+        return httpx.Response(200, json={"analyst": "x", "datasets": {}})
+
+    monkeypatch.setattr(client_module.time, "sleep", sleeps.append)
+    db = client_module.Client("http://service.invalid/", TOKEN)
+    db._http._transport = httpx.MockTransport(handler)
+    assert db.budget() == {} and len(calls) == 4
+    # Full jitter: the k-th wait is uniform on [0, 0.1·2^k].
+    assert len(sleeps) == 3 and all(0 <= s <= 0.1 * 2**k for k, s in enumerate(sleeps))
+
+
+def test_429_waits_for_retry_after_or_raises_when_too_far(monkeypatch: pytest.MonkeyPatch) -> None:
+    answers = [httpx.Response(429, headers={"Retry-After": "2"}, json={"error": {"message": "slow down"}}),
+               httpx.Response(200, json={"analyst": "x", "datasets": {}})]
+    sleeps: list[float] = []
+    monkeypatch.setattr(client_module.time, "sleep", sleeps.append)
+    db = client_module.Client("http://service.invalid/", TOKEN, retry_for=5)
+    db._http._transport = httpx.MockTransport(lambda request: answers.pop(0))
+    assert db.budget() == {} and sleeps == [2.0]
+    db._http._transport = httpx.MockTransport(lambda request: httpx.Response(
+        429, headers={"Retry-After": "60"}, json={"error": {"message": "too many requests"}}))
+    with pytest.raises(ServiceUnavailable, match="too many requests") as info:
+        db.budget()
+    assert info.value.status == 429 and info.value.retry_after == 60 and sleeps == [2.0]
+
+
+@pytest.mark.parametrize("token", ["", " ", "bdp_x", "bdp_0123_sec ret", None])
+def test_a_malformed_token_is_refused_before_any_request(token: Any) -> None:
+    with pytest.raises(InvalidParameter, match="token") as info:
+        bdp.connect(_closed_port_url(), token, retry_for=0)
+    assert "sec ret" not in str(info.value)
+
+
+def test_connect_checks_the_token_and_the_repr_never_shows_it(server: Server) -> None:
+    with pytest.raises(InvalidParameter, match="not accepted"):
+        bdp.connect(server.url, "bdp_000000000000_" + "x" * 43)
+    token = add_analyst(server.config_path, "shown")
+    db = bdp.connect(server.url, token)
+    # The check creates no ledger: the curator may still set this analyst's budgets.
+    assert not (server.config.state / "ledgers" / token.split("_")[1]).exists()
+    secret = token.split("_", 2)[2]
+    for text in (repr(db), repr(db.table("visits")), str(db)):
+        assert secret not in text and server.url.rstrip("/") in repr(db)
+    assert token.split("_")[1] in repr(db)
+
+
+def test_ids_are_sent_as_one_encoded_path_segment(server: Server) -> None:
+    db = bdp.connect(server.url, add_analyst(server.config_path, "traveller"))
+    for rid in ("../budget", "..", "rel_x?y=1", "a/b"):
+        with pytest.raises(ServiceError) as info:
+            db.get_release(rid)
+        assert info.value.status == 404, rid
+    with pytest.raises(ServiceError) as info:
+        db.holdout_query("../../v1/budget", "spend > 1")
+    assert info.value.status == 404

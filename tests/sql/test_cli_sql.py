@@ -1,7 +1,10 @@
 """`bayesdp sql`: both dialects, output like `bayesdp release`, refusals with a caret, no traceback."""
 
+import json
+
 import pandas as pd
 
+from bayesdp import Ledger
 from bayesdp.cli import main
 
 META = """
@@ -74,3 +77,26 @@ def test_unwritable_output_fails_before_the_spend(events, tmp_path, capsys):
                  "--out", str(tmp_path / "missing" / "out.csv")])
     assert code == 2
     assert "--out" in capsys.readouterr().err
+
+
+def test_sql_seed_json_and_dry_run(events, tmp_path, capsys):
+    """--seed repeats the noise and says so, --json prints one document, --dry-run spends nothing."""
+    data, meta, ledger = tmp_path / "events.csv", tmp_path / "meta.toml", str(tmp_path / "l.db")
+    events.to_csv(data, index=False)
+    meta.write_text(META)
+    query = "SELECT campaign, COUNT(*) AS n FROM events GROUP BY campaign"
+    base = ["sql", query, "--table", f"events={data}", "--metadata", str(meta), "--ledger", ledger]
+    assert main(["ledger", "init", ledger, "--epsilon", "5", "--delta", "1e-5", "--unit", "user_id"]) == 0
+    capsys.readouterr()
+    assert main([*base, "--dry-run", "--json"]) == 0
+    preview = json.loads(capsys.readouterr().out)
+    assert preview["spent"] is False and preview["rows"][0][0] == "n"
+    assert Ledger(ledger).history() == []
+    docs = []
+    for _ in range(2):
+        assert main([*base, "--seed", "3", "--json"]) == 0
+        docs.append(json.loads(capsys.readouterr().out))
+    assert docs[0]["rows"] == docs[1]["rows"] and docs[0]["columns"] == ["campaign", "n", "n_low", "n_high"]
+    assert [r[0] for r in docs[0]["rows"]] == ["spring", "summer", "fall"]
+    assert any("NOT private" in w for w in docs[0]["warnings"]) and docs[0]["seeded"] is True
+    assert len(Ledger(ledger).history()) == 2

@@ -41,8 +41,12 @@ def test_cli_writes_synthetic_rows_and_report(tmp_path, capsys):
     page = rep.read_text()
     assert "Not private" in page and "mean 2-way TVD" in page and page.count("<img") >= 5
     assert "Train on synthetic, test on real" in page
-    printed = capsys.readouterr().out
-    assert "wrote 500 synthetic rows" in printed and "missing values included" in printed
+    printed = capsys.readouterr()
+    assert "wrote 500 synthetic rows" in printed.out and "missing values included" in printed.out
+    # The slow stages say what they are doing, on stderr.
+    assert "fitting the mst synthesizer to 2,000 rows..." in printed.err
+    assert "writing the fidelity report" in printed.err
+    assert "training models of label on the synthetic and the real rows..." in printed.err
 
 
 def test_cli_columns_subset(tmp_path):
@@ -52,6 +56,33 @@ def test_cli_columns_subset(tmp_path):
                  "--columns", "a,b", "--domain", "a=x,y,z", "b=x,y,z", "--method", "independent"])
     assert code == 0
     assert list(pd.read_csv(out).columns) == ["a", "b"]
+
+
+def test_cli_seed_repeats_and_json_reports(tmp_path, capsys):
+    _table(tmp_path / "d.csv", n=300)
+    runs = []
+    for i in range(2):
+        out = tmp_path / f"syn{i}.csv"
+        assert main(["synth", str(tmp_path / "d.csv"), "--epsilon", "1", "--out", str(out),
+                     "--columns", "a,label", "--domain", "a=x,y,z", "label=yes,no", "--seed", "5",
+                     "--json"]) == 0
+        runs.append((pd.read_csv(out), json.loads(capsys.readouterr().out)))
+    (first, doc), (second, _) = runs
+    pd.testing.assert_frame_equal(first, second)
+    assert doc["rows"] == len(first) and doc["columns"] == ["a", "label"] and doc["seeded"] is True
+    assert doc["guarantee"]["epsilon"] == 1.0 and doc["out"] == str(tmp_path / "syn0.csv")
+    assert any("NOT private" in w for w in doc["warnings"])
+
+
+def test_cli_warnings_are_one_line_each(tmp_path, capsys):
+    _table(tmp_path / "d.csv", n=300)
+    assert main(["synth", str(tmp_path / "d.csv"), "--epsilon", "1", "--out", str(tmp_path / "s.csv"),
+                 "--columns", "a,age", "--domain", "a=x,y,z", "--bounds", "age=18:80",
+                 "--method", "independent"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert "warning: column 'age': 63 integer values in 16 cells, so a cell holds up to 4 values " \
+           "and synthetic values spread evenly over them; pass bins >= 63 for one cell per value" in err
+    assert not [line for line in err if "UserWarning" in line or ".py:" in line]
 
 
 def test_cli_user_errors_exit_2(tmp_path, capsys):

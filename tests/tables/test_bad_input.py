@@ -13,7 +13,7 @@ def test_columns_are_checked_with_suggestions(events):
         bdp.table(events, privacy_unit="userid")
     t = bdp.table(events, privacy_unit="user_id")
     with pytest.raises(DataError, match="did you mean 'campaign'"):
-        t.group_by("Campaign")
+        t.group_by("campain")
     with pytest.raises(DataError, match="not numbers"):
         t.agg(x=bdp.sum("campaign", bounds=(0, 1)))
 

@@ -1,7 +1,10 @@
 """`bayesdp release`: spec file, output files, one-line errors."""
 
+import json
+
 import pandas as pd
 
+from bayesdp import Ledger
 from bayesdp.cli import main
 
 SPEC = """
@@ -80,3 +83,78 @@ def test_release_spec_filters_are_checked(events, tmp_path, capsys):
         assert err.startswith("error: condition") and named in err and "Traceback" not in err
     spec.write_text("where = ['revenue >= 0 -- ; DROP TABLE x', \"campaign <> 'zeta'\"]\n" + SPEC)
     assert main(["release", str(data), "--spec", str(spec)]) == 0
+
+
+def _years(tmp_path, events):
+    """The events with an integer key column, and a spec grouped by it."""
+    data, spec = tmp_path / "events.csv", tmp_path / "spec.toml"
+    events.assign(year=1988 + events["user_id"] % 3).to_csv(data, index=False)
+    spec.write_text(SPEC.replace('group_by = ["campaign"]', 'group_by = ["year"]')
+                    .replace('keys = ["alpha", "beta", "gamma"]', "keys = [1988, 1989, 1990]"))
+    return str(data), str(spec)
+
+
+def test_release_prints_integer_keys_as_integers(events, tmp_path, capsys):
+    data, spec = _years(tmp_path, events)
+    assert main(["release", data, "--spec", spec]) == 0
+    out = capsys.readouterr().out
+    assert "│ 1988 │" in out and "1988.0" not in out
+
+
+def test_release_seed_and_json(events, tmp_path, capsys):
+    """--json prints one document; --seed repeats the noise and says the run is not private."""
+    data, spec = _years(tmp_path, events)
+    docs = []
+    for _ in range(2):
+        assert main(["release", data, "--spec", spec, "--seed", "7", "--json"]) == 0
+        docs.append(json.loads(capsys.readouterr().out))
+    doc = docs[0]
+    assert docs[1]["rows"] == doc["rows"] and doc["seeded"] is True
+    assert doc["columns"] == ["year", "users", "users_low", "users_high", "revenue", "revenue_low",
+                              "revenue_high"]
+    assert [r[0] for r in doc["rows"]] == [1988, 1989, 1990]
+    assert all(lo <= v <= hi for r in doc["rows"] for v, lo, hi in (r[1:4], r[4:7]))
+    assert doc["guarantee"]["epsilon"] == 1.0 and doc["guarantee"]["unit"] == "user_id"
+    assert doc["alpha"] == 0.05 and doc["caveats"]
+    assert any("seeded run: NOT private" in w for w in doc["warnings"])
+    assert main(["release", data, "--spec", spec, "--seed", "8", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] != doc["rows"]
+
+
+def test_release_json_writes_date_keys_in_iso_format(events, tmp_path, capsys):
+    data, spec = tmp_path / "events.parquet", tmp_path / "spec.toml"
+    day = pd.Timestamp("2020-01-01") + pd.to_timedelta(events["user_id"] % 2, "D")
+    events.assign(day=day).to_parquet(data)
+    # Private keys: the groups are found in the data, so the keys keep the column's date type.
+    spec.write_text(SPEC.replace('group_by = ["campaign"]', 'group_by = ["day"]')
+                    .replace('keys = ["alpha", "beta", "gamma"]', "delta = 1e-6"))
+    assert main(["release", str(data), "--spec", str(spec), "--json", "--seed", "2"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert sorted(r[0] for r in doc["rows"]) == ["2020-01-01T00:00:00", "2020-01-02T00:00:00"]
+
+
+def test_release_dry_run_previews_and_spends_nothing(events, tmp_path, capsys):
+    data, spec = _years(tmp_path, events)
+    ledger = str(tmp_path / "l.db")
+    assert main(["ledger", "init", ledger, "--epsilon", "5", "--unit", "user_id"]) == 0
+    capsys.readouterr()
+    assert main(["release", data, "--spec", spec, "--ledger", ledger, "--dry-run"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "expected accuracy" in out and "half_width" in out and "nothing spent" in out
+    assert main(["release", data, "--spec", spec, "--ledger", ledger, "--dry-run", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rows = [dict(zip(doc["columns"], r, strict=True)) for r in doc["rows"]]
+    assert [r["aggregate"] for r in rows] == ["users", "revenue"] and doc["spent"] is False
+    assert rows[0]["half_width"] > 0 and doc["guarantee"]["epsilon"] == 1.0
+    assert Ledger(ledger).history() == []
+
+
+def test_release_warnings_are_one_line_each(events, tmp_path, capsys):
+    data, spec = _years(tmp_path, events)
+    assert main(["release", data, "--spec", spec, "--seed", "1"]) == 0
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    warned = [line for line in err if line.startswith("warning: ")]
+    assert any(line.startswith("warning: seeded run: NOT private") for line in warned)
+    # bounding drops rows (users in up to 6 rows, one kept per group): a curator-only warning
+    assert any(line.startswith("warning: curator only") for line in warned)
+    assert not [line for line in err if "Warning:" in line or ".py:" in line]

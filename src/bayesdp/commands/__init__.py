@@ -14,7 +14,7 @@ def add_memory_options(parser: Any) -> None:
 # The parser's choices, written here so that building it loads no numerical library (`bayesdp
 # --help` stays fast); tests/test_cli_imports.py checks each against the library's constant.
 RELATIONS = ("add_remove", "replace_one")
-ACCOUNTINGS = ("basic", "zcdp", "pld")
+ACCOUNTINGS = ("basic", "zcdp", "gdp", "advanced")
 SYNTH_METHODS = ("mst", "aim", "independent")
 SYNTH_BINS = 16
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import threading
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,12 +31,20 @@ from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table as RichTable
 
 from bayesdp.commands import add_memory_options
+from bayesdp.commands.output import (
+    add_output_options,
+    preview,
+    release_document,
+    run_json,
+    seeded_rng,
+)
 from bayesdp.errors import DataError, check_writable, invalid
 
 if TYPE_CHECKING:
     import duckdb
 
     from bayesdp import tables
+    from bayesdp.noise import Rng
 
 RELEASE_KEYS = ("epsilon", "delta", "max_groups_per_unit", "max_rows_per_group", "alpha", "noise",
                  "selection_weight")
@@ -62,6 +71,7 @@ def register(sub: Any) -> None:
     parser.add_argument("--ledger", help="record the spend in this budget ledger before releasing")
     add_engine_options(parser)
     add_memory_options(parser)
+    add_output_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -142,23 +152,41 @@ def run(args: argparse.Namespace) -> int:
             if getattr(args, flag) is not None:
                 raise invalid("--" + flag.replace("_", "-"), getattr(args, flag),
                               "unset with --engine spark (give Spark's memory settings instead)")
+        con = None
         query = build(args.data, spec, engine="spark", spark=session_for(args.master))
-        release = query.release(ledger=ledger, label=spec.get("label"), **options)
     else:
         con = connect(args.memory_limit, args.temp_directory)
         query = build(args.data, spec, con)
-        release = with_progress(con, lambda: query.release(ledger=ledger, label=spec.get("label"),
-                                                            **options))
-    show(release, args.out, args.report, args.curator_report)
-    return 0
+    if args.dry_run:
+        return preview(query, options, as_json=args.json)
+    return publish(args, lambda rng: query.release(ledger=ledger, label=spec.get("label"), rng=rng,
+                                                   **options), con, args.curator_report)
+
+
+def publish(args: argparse.Namespace, release: Callable[[Rng | None], tables.Release],
+            con: duckdb.DuckDBPyConnection | None, curator_report: str | None = None) -> int:
+    """Run `release` with --seed's generator (following DuckDB's progress on `con`) and show
+    it; with --json print one document instead, the notes of the files written on stderr."""
+    def run() -> tables.Release:
+        rng = seeded_rng(args)
+        return release(rng) if con is None else with_progress(con, lambda: release(rng))
+
+    if not args.json:
+        show(run(), args.out, args.report, curator_report)
+        return 0
+
+    def document() -> dict[str, Any]:
+        done = run()
+        write(done, args.out, args.report, curator_report, Console(stderr=True))
+        return {**release_document(done), "seeded": args.seed is not None}
+
+    return run_json(document)
 
 
 def show(release: tables.Release, out: str | None, report: str | None,
          curator_report: str | None = None) -> None:
     """Print the released table, its caveats and guarantee; write --out, --report and
     --curator-report (the exact diagnostics, for the data holder only)."""
-    from bayesdp.report import write_curator_report, write_release_report
-
     console = Console()
     console.print(render(release))
     for line in release.caveats():
@@ -167,6 +195,14 @@ def show(release: tables.Release, out: str | None, report: str | None,
         console.print("[dim]Exact counts of dropped and clipped rows (not private, for the data "
                       "holder only): --curator-report PATH[/]", highlight=False)
     console.print(f"guarantee: {release.guarantee}", highlight=False)
+    write(release, out, report, curator_report, console)
+
+
+def write(release: tables.Release, out: str | None, report: str | None, curator_report: str | None,
+          console: Console) -> None:
+    """Write --out, --report and --curator-report, saying so on `console`."""
+    from bayesdp.report import write_curator_report, write_release_report
+
     df = release.to_pandas()
     try:
         if out:
@@ -234,7 +270,8 @@ def render(release: tables.Release) -> RichTable:
         out.add_column(c)
     for c in values:
         out.add_column(c, justify="right")
-    for _, row in df.iterrows():
+    # Row by row, not iterrows(): a row as one Series would turn integer keys into floats.
+    for row in df.to_dict("records"):
         out.add_row(*(str(row[c]) for c in keys),
                     *(f"{row[c]:.4g} [{row[c + '_low']:.4g}, {row[c + '_high']:.4g}]" for c in values))
     return out

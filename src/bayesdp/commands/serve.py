@@ -3,7 +3,8 @@
     bayesdp serve --config service.toml [--host 127.0.0.1] [--port 8000]
         [--ssl-keyfile key.pem --ssl-certfile cert.pem]
     bayesdp serve --demo [--port N]
-    bayesdp serve analysts add NAME --config service.toml      # prints the token once
+    bayesdp serve analysts add NAME [--datasets D ...] --config service.toml   # prints the token once
+    bayesdp serve analysts datasets NAME [D ... | --all] --config ...    # show or limit their datasets
     bayesdp serve analysts list|revoke NAME --config service.toml
     bayesdp serve analysts budget NAME [DATASET --epsilon E --delta D --accounting A] --config ...
     bayesdp serve audit [--analyst NAME] --config service.toml  # the log, with private details
@@ -45,10 +46,17 @@ def register(sub: Any) -> None:
     verbs = analysts.add_subparsers(dest="verb", metavar="VERB", required=True)
     for verb, text in (("add", "create an analyst and print their token (shown once)"),
                        ("list", "list the analysts"), ("revoke", "revoke an analyst's token"),
-                       ("budget", "show an analyst's budgets, or set one before first use")):
+                       ("budget", "show an analyst's budgets, or set one before first use"),
+                       ("datasets", "show the datasets an analyst may use, or limit them")):
         p = verbs.add_parser(verb, help=text)
         if verb != "list":
             p.add_argument("name", help="the analyst's name")
+        if verb == "add":
+            p.add_argument("--datasets", nargs="+", metavar="DATASET",
+                           help="only these datasets (default: all the configuration opens to them)")
+        if verb == "datasets":
+            p.add_argument("datasets", nargs="*", metavar="DATASET", help="limit the analyst to these")
+            p.add_argument("--all", action="store_true", help="lift the limit")
         if verb == "budget":
             p.add_argument("dataset", nargs="?", help="set the budget on this dataset")
             p.add_argument("--epsilon", type=float)
@@ -87,17 +95,25 @@ def _analysts(state: Any, args: argparse.Namespace) -> int:
     from bayesdp.serve.service import budget_json
 
     if args.verb == "add":
-        token = state.add_analyst(args.name)
+        token = state.add_analyst(args.name, args.datasets)
         out.print(f"analyst {escape(args.name)} added; their token (shown only now):")
         print(token)
+    elif args.verb == "datasets":
+        if args.all and args.datasets:
+            raise InvalidParameter("give either datasets or --all, not both")
+        if args.all or args.datasets:
+            state.set_access(args.name, None if args.all else args.datasets)
+        shown = state.datasets_for(state.analyst(args.name).id)
+        out.print(f"{escape(args.name)} may use: {escape(', '.join(shown)) or 'no dataset'}")
     elif args.verb == "revoke":
         state.revoke(args.name)
         out.print(f"revoked {escape(args.name)}'s token")
     elif args.verb == "list":
-        table = Table("name", "id", "created", "status")
+        table = Table("name", "id", "created", "status", "datasets")
         for a in state.analysts():
             table.add_row(escape(a.name), a.id, _when(a.created),
-                          "active" if a.revoked is None else f"revoked {_when(a.revoked)}")
+                          "active" if a.revoked is None else f"revoked {_when(a.revoked)}",
+                          escape(", ".join(state.datasets_for(a.id))))
         out.print(table)
     elif args.dataset is not None:
         if args.epsilon is None:
@@ -154,7 +170,6 @@ def _serve(config: Any, args: argparse.Namespace, token: str | None = None) -> i
     import uvicorn
 
     from bayesdp.serve.app import create_app
-    from bayesdp.serve.connections import timed_h11
     from bayesdp.serve.limits import cap_process
 
     if bool(args.ssl_keyfile) != bool(args.ssl_certfile):
@@ -173,8 +188,19 @@ def _serve(config: Any, args: argparse.Namespace, token: str | None = None) -> i
     print(f"URL: {scheme}://{shown}:{port}/", flush=True)
     if token is not None:
         print(f"Token: {token}", flush=True)
-    server = uvicorn.Server(uvicorn.Config(app, ssl_keyfile=args.ssl_keyfile, ssl_certfile=args.ssl_certfile,
-                                           log_level="info", access_log=False,
-                                           http=timed_h11(config.limits.body_seconds)))
+    server = uvicorn.Server(uvicorn_config(app, config, args))
     server.run(sockets=[sock])
     return 0
+
+
+def uvicorn_config(app: Any, config: Any, args: argparse.Namespace) -> Any:
+    """Uvicorn's settings: X-Forwarded-For and -Proto are read only from the configured proxies
+    (uvicorn trusts 127.0.0.1 by default, which lets anyone on the host pick their address)."""
+    import uvicorn
+
+    from bayesdp.serve.connections import timed_h11
+
+    proxies = list(config.trusted_proxies)
+    return uvicorn.Config(app, ssl_keyfile=args.ssl_keyfile, ssl_certfile=args.ssl_certfile, log_level="info",
+                          access_log=False, proxy_headers=bool(proxies), forwarded_allow_ips=proxies,
+                          http=timed_h11(config.limits.body_seconds))

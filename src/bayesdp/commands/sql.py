@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from bayesdp.commands.release import add_engine_options, check_outputs, show, with_progress
+from bayesdp.commands.output import add_output_options, preview
+from bayesdp.commands.release import add_engine_options, check_outputs, publish
 from bayesdp.errors import invalid
 
 
@@ -31,6 +32,7 @@ def register(sub: Any) -> None:
     parser.add_argument("--report", help="write an HTML report")
     parser.add_argument("--ledger", help="record the spend in this budget ledger before releasing")
     add_engine_options(parser)
+    add_output_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -38,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     import duckdb
 
     from bayesdp.privacy import Ledger
-    from bayesdp.sql import sql
+    from bayesdp.sql import release_translation, translate
 
     check_outputs(args.out, args.report)
     paths = {}
@@ -49,20 +51,18 @@ def run(args: argparse.Namespace) -> int:
         paths[name] = path
     ledger = Ledger(args.ledger) if args.ledger else None
 
-    def answer(sources: dict[str, Any]) -> Any:
-        return sql(args.query, sources, metadata=args.metadata, epsilon=args.epsilon, delta=args.delta,
-                   ledger=ledger)
-
     if args.engine == "spark":
         from bayesdp.tables.engines.spark import session_for, spark_engine
 
+        con = None
         session = session_for(args.master)
-        release = answer({name: spark_engine(path, session).frame for name, path in paths.items()})
+        sources: dict[str, Any] = {name: spark_engine(path, session).frame for name, path in paths.items()}
     else:
         from bayesdp.tables.source import engine_for
 
         con = duckdb.connect()
         sources = {name: engine_for(path, con).relation for name, path in paths.items()}
-        release = with_progress(con, lambda: answer(sources))
-    show(release, args.out, args.report)
-    return 0
+    t = translate(args.query, sources, metadata=args.metadata, epsilon=args.epsilon, delta=args.delta)
+    if args.dry_run:
+        return preview(t.query, t.options, as_json=args.json)
+    return publish(args, lambda rng: release_translation(t, ledger=ledger, rng=rng), con)

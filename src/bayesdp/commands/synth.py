@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from bayesdp.commands import RELATIONS, SYNTH_BINS, SYNTH_METHODS
+from bayesdp.commands.output import add_output_options, run_json, seeded_rng
 from bayesdp.errors import DataError, invalid
 
 if TYPE_CHECKING:
@@ -48,6 +50,7 @@ def register(sub: Any) -> None:
                         help="error on values outside a declared domain (default: drop and count)")
     parser.add_argument("--report", help="write an HTML fidelity report here (NOT private)")
     parser.add_argument("--target", help="binary column for the train-on-synthetic score")
+    add_output_options(parser, dry_run=False)
     parser.set_defaults(run=run)
 
 
@@ -97,32 +100,53 @@ def _schema(path: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
     return dict(spec.get("bounds", {})), dict(spec.get("domain", {}))
 
 
+def stage(text: str) -> None:
+    """One progress line on stderr per stage of the work (stdout keeps the result)."""
+    print(f"{text}...", file=sys.stderr, flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.json:
+        return run_json(lambda: fit_and_write(args, Console(stderr=True)))
+    fit_and_write(args, out)
+    return 0
+
+
+def fit_and_write(args: argparse.Namespace, console: Console) -> dict[str, Any]:
+    """Fit, sample, write the rows and the report; say so on `console`; return the JSON document."""
+    from bayesdp.jsonable import guarantee_json
     from bayesdp.synth.tabular import synthesize
 
+    stage(f"reading {args.data}")
     data = _read(args.data)
     bounds, domain = _schema(args.schema)
     bounds |= _bounds(args.bounds)
     domain |= {k: v.split(",") for k, v in _pairs(args.domain, "--domain").items()}
     columns = [c for item in args.columns for c in item.split(",") if c] if args.columns else None
+    rng = seeded_rng(args)
+    stage(f"fitting the {args.method} synthesizer to {len(data):,} rows")
     model = synthesize(
         data, args.epsilon, args.delta, columns=columns, bounds=bounds, method=args.method,
-        domain=domain, bins=args.bins, relation=args.relation, strict=args.strict,
+        domain=domain, bins=args.bins, relation=args.relation, strict=args.strict, rng=rng,
     )
-    synthetic = model.sample(args.rows)
+    stage("sampling synthetic rows")
+    synthetic = model.sample(args.rows, rng=rng)
     synthetic.to_csv(args.out, index=False)
-    out.print(f"wrote {len(synthetic)} synthetic rows to {args.out}", highlight=False)
-    out.print(model.explain(), highlight=False)
+    console.print(f"wrote {len(synthetic)} synthetic rows to {args.out}", highlight=False)
+    console.print(model.explain(), highlight=False)
     if model.dropped or model.clipped:
-        out.print(f"[yellow]{model.dropped} rows with a value outside a categorical domain "
-                  "(missing values included) were dropped; "
-                  f"{model.clipped} numeric values were clipped into their bounds "
-                  "(these counts are not private)[/]", highlight=False)
+        console.print(f"[yellow]{model.dropped} rows with a value outside a categorical domain "
+                      "(missing values included) were dropped; "
+                      f"{model.clipped} numeric values were clipped into their bounds "
+                      "(these counts are not private)[/]", highlight=False)
     if args.report:
         from bayesdp.report.synth import synth_report
 
+        stage("writing the fidelity report (this can take a minute)")
         real = data[model.columns]
-        Path(args.report).write_text(synth_report(real, synthetic, model, args.target))
-        out.print(f"wrote the fidelity report to {args.report} (real statistics: keep it private)",
-                  highlight=False)
-    return 0
+        Path(args.report).write_text(synth_report(real, synthetic, model, args.target, stage))
+        console.print(f"wrote the fidelity report to {args.report} (real statistics: keep it "
+                      "private)", highlight=False)
+    return {"out": args.out, "rows": len(synthetic), "columns": list(synthetic.columns),
+            "guarantee": guarantee_json(model.guarantee), "explain": model.explain(),
+            "seeded": args.seed is not None}

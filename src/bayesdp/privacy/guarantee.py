@@ -38,7 +38,8 @@ class Guarantee:
     accountants read it. It does not take part in equality. When `rho` is set, the guarantee
     is both ρ-zCDP and (ε, δ)-DP. `dependence` is None for independent records, else the
     correlation model under which ε holds (Pufferfish privacy or Bayesian DP); guarantees
-    under different dependence assumptions never compose.
+    under different dependence assumptions never compose. `bound` names what bounds a total
+    that a ledger reports (its privacy filter); it does not take part in equality either.
     """
 
     epsilon: float
@@ -49,6 +50,7 @@ class Guarantee:
     rho: float | None = None
     noise: tuple[Noise, ...] = field(default=(), compare=False, repr=False)
     dependence: Dependence | None = None
+    bound: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", _epsilon(self.epsilon))
@@ -63,6 +65,8 @@ class Guarantee:
             raise invalid("noise", self.noise, "a tuple of Noise descriptions")
         if self.dependence is not None and not isinstance(self.dependence, Dependence):
             raise invalid("dependence", self.dependence, "None (independent records) or a Dependence")
+        if self.bound is not None and not isinstance(self.bound, str):
+            raise invalid("bound", self.bound, "None or a string naming what bounds the total")
 
     @classmethod
     def zcdp(
@@ -93,6 +97,7 @@ class Guarantee:
             else (f"ε={self.epsilon:.6g}" + (f", δ={self.delta:.3g}" if self.delta else ""))
         )
         tail = "" if self.dependence is None else f", {self.dependence}"
+        tail += "" if self.bound is None else f", {self.bound}"
         return f"{head} per {self.unit} ({RELATION_NAMES[self.relation]} neighbours){tail}"
 
     # -- composition and conversion ------------------------------------------------------

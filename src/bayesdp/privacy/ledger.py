@@ -21,12 +21,16 @@ checkpoint copies the header page with the same number, so the original file (wi
 never trips the check. Limits: a crash between a commit and the header write leaves that one
 spend undetected in a main-file-only copy; a slow writer can lower the mark a concurrent one
 raised (the mark only ever errs low, so it never rejects a sound file).
+
+The budget is a privacy filter (`bayesdp.privacy.filters`): it holds although each spend is
+chosen after seeing the answers to the earlier ones. Files written with the former "pld"
+accounting (not a valid filter under such choices) open read-only until `migrate()` moves
+them to a filter that admits every spend they hold.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import sqlite3
 import threading
@@ -38,16 +42,14 @@ from dataclasses import KW_ONLY, asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from scipy.optimize import brentq
-
 from bayesdp.errors import BudgetExceeded, InvalidParameter, LedgerError, invalid
-from bayesdp.privacy.accounting import compose, guarantee_rho, zcdp_epsilon
 from bayesdp.privacy.dependence import Dependence
+from bayesdp.privacy.filters import ACCOUNTINGS, FILTERS, PLD_REFUSED, Filter, filter_for
 from bayesdp.privacy.guarantee import Guarantee, check_compatible
 from bayesdp.privacy.noise import Noise
 
-Accounting = Literal["basic", "zcdp", "pld"]
-ACCOUNTINGS: tuple[str, ...] = ("basic", "zcdp", "pld")
+Accounting = Literal["basic", "zcdp", "gdp", "advanced"]
+LEGACY = "pld"  # written by earlier versions; read-only until migrated (see the module)
 APP = "bayesdp-ledger"
 FORMAT = "1"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -75,22 +77,26 @@ CREATE TABLE spends (
 
 @dataclass(frozen=True)
 class Spend:
-    """One recorded spend: its label, its time (Unix seconds, UTC) and its guarantee."""
+    """One recorded spend: its label, its time (Unix seconds, UTC), its guarantee and the filter
+    that admitted it into its ledger's budget."""
 
     label: str
     _: KW_ONLY
     time: float
     guarantee: Guarantee
+    bound: str = ""
 
 
 class Ledger:
     """A privacy budget kept in an SQLite file at `path`, shared safely by many processes.
 
-    A new file is created with `budget` (a Guarantee) and `accounting` ("basic": ε and δ add;
-    "zcdp": ρ adds, checked against the budget's ρ or its (ε, δ) by the tight conversion;
-    "pld": Google dp-accounting's PLD at the budget's δ). An existing file keeps its own
-    budget and accounting; passing different ones is an error. A file that is not a bayesdp
-    ledger, or is corrupt, raises LedgerError and is never written to.
+    A new file is created with `budget` (a Guarantee) and `accounting`, the privacy filter that
+    keeps the budget under adaptive choices (`bayesdp.privacy.filters`): "basic" (ε and δ
+    add), "zcdp" (ρ adds, against the budget's ρ or its (ε, δ) by the tight conversion), "gdp"
+    (μ² adds; continuous Gaussian noise only) or "advanced" (Σε² under an advanced-composition
+    bound; pays off for many small spends). "pld" is refused: it is not a valid filter. An
+    existing file keeps its own budget and accounting; passing different ones is an error. A
+    file that is not a bayesdp ledger, or is corrupt, raises LedgerError and is never written to.
     """
 
     def __init__(
@@ -104,6 +110,9 @@ class Ledger:
         self._conn: sqlite3.Connection | None = None
         self._pid = os.getpid()
         self._lock = threading.RLock()
+        self._rule: Filter | None = None
+        if accounting == LEGACY:
+            raise InvalidParameter(PLD_REFUSED)
         if accounting is not None and accounting not in ACCOUNTINGS:
             raise invalid("accounting", accounting, f"one of {ACCOUNTINGS}")
         if budget is not None and not isinstance(budget, Guarantee):
@@ -122,6 +131,8 @@ class Ledger:
                 raise LedgerError(
                     f"{self.path} has budget {self.budget}; refusing to change it to {budget}"
                 )
+            if accounting is not None and self.accounting == LEGACY:
+                raise self._legacy()
             if accounting is not None and accounting != self.accounting:
                 raise LedgerError(
                     f"{self.path} uses {self.accounting} accounting; "
@@ -187,9 +198,27 @@ class Ledger:
                 accounting = meta["accounting"]
         except (KeyError, ValueError, TypeError) as exc:
             raise LedgerError(f"ledger {self.path} has a damaged header ({exc})") from None
-        if accounting not in ACCOUNTINGS:
+        if accounting not in (*ACCOUNTINGS, LEGACY):
             raise LedgerError(f"ledger {self.path} names an unknown accounting {accounting!r}")
         return budget, accounting
+
+    @property
+    def filter(self) -> Filter:
+        """The privacy filter that keeps this ledger's budget (LedgerError for a legacy file)."""
+        if self.accounting == LEGACY:
+            raise self._legacy()
+        if self._rule is None or self._rule.name != self.accounting:
+            self._rule = filter_for(self.accounting, self.budget)  # built once: it may solve for ρ, μ
+        return self._rule
+
+    def _legacy(self) -> LedgerError:
+        return LedgerError(
+            f"ledger {self.path} was written with accounting 'pld', which is not a valid privacy "
+            "filter when spends are chosen after seeing earlier answers; its history can be read "
+            "but nothing more can be spent from it. Move it to a filter that admits every spend "
+            "it holds with Ledger(path).migrate('zcdp') (or 'gdp', 'advanced', 'basic'), or "
+            "`bayesdp ledger migrate PATH --accounting zcdp`"
+        )
 
     def _check_high_water(self, conn: sqlite3.Connection) -> None:
         mark = int(conn.execute("PRAGMA user_version").fetchone()[0])
@@ -289,16 +318,17 @@ class Ledger:
         if not isinstance(label, str) or not label.strip():
             raise invalid("label", label, "a non-empty string saying what the spend is for")
         check_compatible(g, self.budget, "this ledger's budget is a guarantee")
+        rule = self.filter
+        rule.check(g)
         with self._connect() as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                spent = self._spends(conn)
-                record = Spend(label, time=time.time(), guarantee=g)
-                if not self._within([*spent, record]):
-                    left = self._remaining(spent)
+                spent = [s.guarantee for s in self._spends(conn)]
+                record = Spend(label, time=time.time(), guarantee=g, bound=rule.title)
+                if not rule.admits([*spent, g]):
                     raise BudgetExceeded(
                         f"spending {g} for {label!r} would exceed the budget {self.budget} "
-                        f"({self.accounting} accounting); remaining: {left}"
+                        f"({self.accounting} accounting); remaining: {rule.remaining(spent)}"
                     )
                 cursor = conn.execute(
                     "INSERT INTO spends (label, time, epsilon, delta, rho, relation, unit, noise)"
@@ -350,15 +380,52 @@ class Ledger:
         Ledger(dst).close()  # the copy opens as a valid ledger
         return dst
 
-    def remaining(self) -> Guarantee:
-        """What is left: ε and δ (basic), ρ (zcdp), or ε headroom at the budget's δ (pld)."""
+    def migrate(self, accounting: Accounting | str) -> None:
+        """Move a legacy "pld" ledger to the filter `accounting`, only if that filter admits every
+        spend it holds: then every prefix of its history fits too (the rules only grow), so the
+        interaction so far and to come is one the filter lets through."""
+        if accounting not in ACCOUNTINGS:
+            raise invalid("accounting", accounting, f"one of {ACCOUNTINGS}")
+        if self.accounting != LEGACY:
+            raise LedgerError(f"{self.path} already uses the {self.accounting} filter; "
+                              "only a ledger written with accounting 'pld' is migrated")
+        _check_budget(self.budget, accounting)
+        rule = filter_for(accounting, self.budget)
         with self._connect() as conn:
-            return self._remaining(self._spends(conn))
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                spent = [s.guarantee for s in self._spends(conn)]
+                for g in spent:
+                    rule.check(g)
+                if spent and not rule.admits(spent):
+                    raise BudgetExceeded(
+                        f"{self.path} holds spends that already exceed its budget {self.budget} "
+                        f"under the {rule.title} (total {rule.total(spent)}); it stays read-only"
+                    )
+                conn.execute("UPDATE meta SET value = ? WHERE key = 'accounting'", (accounting,))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        self.accounting = accounting
+
+    def remaining(self) -> Guarantee:
+        """The largest next spend the filter admits: ε and δ (basic, advanced), ρ (zcdp), μ (gdp)."""
+        rule = self.filter
+        with self._connect() as conn:
+            return rule.remaining([s.guarantee for s in self._spends(conn)])
 
     def spent(self) -> Guarantee:
-        """The total spent so far under this ledger's accounting."""
+        """The filter's running total; the guarantee that holds under adaptive choices is the
+        budget, bounded by the filter the result names (see `bayesdp.privacy.filters`)."""
+        rule = self.filter
         with self._connect() as conn:
-            return self._total(self._spends(conn))
+            spends = [s.guarantee for s in self._spends(conn)]
+        if not spends:
+            b = self.budget
+            return Guarantee(0.0, delta=0.0, relation=b.relation, unit=b.unit,
+                             dependence=b.dependence, bound=f"under the {rule.title}")
+        return rule.total(spends)
 
     def history(self) -> list[Spend]:
         """Every spend in the order recorded."""
@@ -371,9 +438,12 @@ class Ledger:
         rows = conn.execute(
             "SELECT label, time, epsilon, delta, rho, relation, unit, noise FROM spends ORDER BY id"
         ).fetchall()
+        bound = (f"recorded under accounting {LEGACY!r}, not a valid filter"
+                 if self.accounting == LEGACY else FILTERS[self.accounting].title)
         return [
             Spend(
                 label,
+                bound=bound,
                 time=t,
                 guarantee=Guarantee(
                     eps,
@@ -387,49 +457,6 @@ class Ledger:
             )
             for label, t, eps, delta, rho, relation, unit, noise in rows
         ]
-
-    def _total(self, spends: list[Spend]) -> Guarantee:
-        b = self.budget
-        if not spends:
-            return Guarantee(0.0, delta=0.0, relation=b.relation, unit=b.unit, dependence=b.dependence)
-        items = [s.guarantee for s in spends]
-        if self.accounting == "basic":
-            return compose(items, "basic")
-        if self.accounting == "zcdp":
-            return compose(items, "zcdp", delta=b.delta)
-        return compose(items, "pld", delta=b.delta)
-
-    def _within(self, spends: list[Spend]) -> bool:
-        b = self.budget
-        try:
-            total = self._total(spends)
-        except InvalidParameter:  # e.g. the parts' δ already exceed the budget's δ
-            return False
-        if self.accounting == "basic":
-            return total.epsilon <= b.epsilon and total.delta <= b.delta
-        if self.accounting == "zcdp" and b.rho is not None:
-            return total.rho is not None and total.rho <= b.rho
-        return total.epsilon <= b.epsilon
-
-    def _remaining(self, spends: list[Spend]) -> Guarantee:
-        b = self.budget
-        total = self._total(spends)
-        if self.accounting == "basic":
-            return Guarantee(
-                max(0.0, b.epsilon - total.epsilon),
-                delta=max(0.0, b.delta - total.delta),
-                relation=b.relation,
-                unit=b.unit,
-                dependence=b.dependence,
-            )
-        if self.accounting == "zcdp":
-            used = math.fsum(guarantee_rho(s.guarantee) for s in spends)
-            rho = max(0.0, _budget_rho(b) - used)
-            eps = zcdp_epsilon(rho, b.delta)
-            return Guarantee(eps, delta=b.delta, relation=b.relation, unit=b.unit, rho=rho)
-        return Guarantee(
-            max(0.0, b.epsilon - total.epsilon), delta=b.delta, relation=b.relation, unit=b.unit
-        )
 
 
 def charge(ledger: Ledger | None, guarantee: Guarantee, label: str) -> None:
@@ -445,20 +472,10 @@ def charge(ledger: Ledger | None, guarantee: Guarantee, label: str) -> None:
     ledger.spend(guarantee, label)
 
 
-def _budget_rho(b: Guarantee) -> float:
-    """The budget as ρ: stated, or the largest ρ whose tight (ε, δ) fits (CKS 2020, Prop. 12)."""
-    if b.rho is not None:
-        return b.rho
-    hi = 1.0
-    while zcdp_epsilon(hi, b.delta) < b.epsilon:
-        hi *= 2
-    return float(brentq(lambda r: zcdp_epsilon(r, b.delta) - b.epsilon, 0.0, hi, xtol=1e-14))
-
-
 def _check_budget(b: Guarantee, accounting: str) -> None:
     if b.dependence is not None and accounting != "basic":
         raise invalid("accounting", accounting, f"'basic' for a budget under {b.dependence}")
-    if accounting in ("zcdp", "pld") and b.delta == 0 and not (accounting == "zcdp" and b.rho):
+    if accounting != "basic" and b.delta == 0:
         raise invalid("budget", b, f"a budget with δ > 0 for {accounting} accounting")
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -72,9 +73,11 @@ def synth_report(
     synthetic: pd.DataFrame,
     synthesizer: Synthesizer,
     target: str | None = None,
+    progress: Callable[[str], None] = lambda stage: None,
 ) -> str:
-    """The report as one self-contained HTML page (plots inlined)."""
+    """The report as one self-contained HTML page (plots inlined); `progress` hears each stage."""
     specs = list(synthesizer.specs)
+    progress(f"comparing the {len(specs) * (len(specs) - 1) // 2} two-way marginals")
     r = binned(real, specs)
     s = binned(synthetic, specs)
     tvd = marginal_tvd(r, s, 2) if len(specs) > 1 else {}
@@ -96,6 +99,7 @@ def synth_report(
         levels = sorted(real[target].astype(str).unique())
         if len(levels) == 2:
             pos = levels[1]
+            progress(f"training models of {target} on the synthetic and the real rows")
             tstr = tstr_auc(synthetic, real, target, pos)
             trtr = tstr_auc(real, real, target, pos)
             parts.append(
@@ -106,6 +110,7 @@ def synth_report(
         else:
             parts.append(f"<p>TSTR skipped: target {html.escape(target)} has {len(levels)} "
                          "levels, the score needs two.</p>")
+    progress("plotting the marginals")
     parts.append("<h2>One-way marginals</h2>")
     parts += [_one_way(r[sp.name], s[sp.name], sp.label) for sp in specs[:MAX_ONE_WAY]]
     if tvd:

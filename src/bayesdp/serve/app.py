@@ -28,6 +28,7 @@ from starlette.routing import Route
 
 from bayesdp.errors import BayesdpError, BudgetExceeded, InvalidParameter
 from bayesdp.report import write_release_report
+from bayesdp.serve.auth import Gate, RateLimiter, Refused
 from bayesdp.serve.config import Config
 from bayesdp.serve.limits import Busy, Interrupted, Pool, TooCostly, interruptible
 from bayesdp.serve.openapi import docs_page, openapi_schema
@@ -68,28 +69,6 @@ class Call:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-class RateLimiter:
-    """A token bucket per key (an analyst; a client address for failed authentications):
-    `per_minute` requests, refilled continuously."""
-
-    def __init__(self, per_minute: int) -> None:
-        self.rate, self.capacity = per_minute / 60.0, float(per_minute)
-        self._buckets: dict[str, tuple[float, float]] = {}
-        self._lock = threading.Lock()
-
-    def retry_after(self, key: str, *, take: bool = True) -> float:
-        """0 if a request may go now (and, with `take`, takes a token), else seconds until one may."""
-        now = time.monotonic()
-        with self._lock:
-            tokens, last = self._buckets.get(key, (self.capacity, now))
-            tokens = min(self.capacity, tokens + (now - last) * self.rate)
-            if tokens >= 1:
-                self._buckets[key] = (tokens - take, now)
-                return 0.0
-            self._buckets[key] = (tokens, now)
-            return (1 - tokens) / self.rate
-
-
 def public_message(exc: BaseException, rid: str) -> str:
     """What an analyst may read of an error: the public message of an error about parameters or
     the budget, or of one whose data-dependent part was set aside as `private_detail`; for any
@@ -108,8 +87,8 @@ def create_app(config: Config) -> Starlette:
         log.warning("recovered %d request(s) interrupted by the last stop", recovered)
     service = Service(config, state)
     limiter = RateLimiter(config.rate_per_minute)
-    # Failed authentications per client address: each costs a slow hash and an audit row.
-    failures = RateLimiter(config.rate_per_minute)
+    # Failed authentications per client address and analyst id: each costs an audit row.
+    gate = Gate(state, config.rate_per_minute)
     report_lock = threading.Lock()
     pool = Pool(config.limits)
 
@@ -140,11 +119,8 @@ def create_app(config: Config) -> Starlette:
     def authenticated(request: Request) -> Analyst:
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
-        analyst = state.authenticate(token.strip()) if scheme.lower() == "bearer" else None
-        if analyst is None:
-            raise ApiError(401, "unauthorized", "a valid token is required: Authorization: Bearer <token>",
-                           {"WWW-Authenticate": "Bearer"})
-        return analyst
+        address = request.client.host if request.client else ""
+        return gate.authenticate(token.strip() if scheme.lower() == "bearer" else "", address)
 
     def audited(call: Call, work: Callable[[Call], Any], dataset: str | None, what: str) -> Response:
         """Run one request between its two audit-log entries (in one worker thread)."""
@@ -194,14 +170,13 @@ def create_app(config: Config) -> Starlette:
         async def endpoint(request: Request) -> Response:
             rid = f"req_{secrets.token_hex(8)}"
             path = request.url.path
-            address = request.client.host if request.client else ""
-            wait = failures.retry_after(address, take=False)
-            if wait:
-                return _too_many(wait, rid, "failed authentications from this address")
             try:
                 analyst = await run_in_threadpool(authenticated, request)
-            except ApiError as exc:
-                failures.retry_after(address)
+            except Refused as refused:
+                if refused.wait:  # not logged: one row per refused guess would fill the disk
+                    return _too_many(refused.wait, rid, "failed authentications")
+                exc = ApiError(401, "unauthorized", "a valid token is required: Authorization: Bearer "
+                               "<token>", {"WWW-Authenticate": "Bearer"})
                 await run_in_threadpool(_audit_refused, state, rid, request, exc)
                 return _error(exc.status, exc.code, exc.message, rid, exc.headers)
             wait = limiter.retry_after(analyst.id)
@@ -233,7 +208,7 @@ def create_app(config: Config) -> Starlette:
 
     def datasets(call: Call) -> Any:
         return {"datasets": service.datasets_json(call.analyst.id),
-                "holdouts": [h.metadata() for h in service.holdouts.values()]}
+                "holdouts": [service.holdouts[h].metadata() for h in state.holdouts_for(call.analyst.id)]}
 
     def budget(call: Call) -> Any:
         return {"analyst": call.analyst.name, "datasets": service.budget_json(call.analyst.id)}
@@ -246,7 +221,7 @@ def create_app(config: Config) -> Starlette:
 
     def preview(call: Call) -> Any:
         body = body_of(call)
-        ds = service.dataset_of(body)
+        ds = service.dataset_of(body, call.analyst.id)
         call.dataset = ds.name
         return service.preview(ds, body)
 
@@ -294,7 +269,7 @@ def create_app(config: Config) -> Starlette:
 
     def release(call: Call) -> Any:
         body = body_of(call)
-        ds = service.dataset_of(body)
+        ds = service.dataset_of(body, call.analyst.id)
         call.dataset = ds.name
 
         def run(ledger: AuditedLedger) -> dict[str, Any]:
@@ -325,15 +300,15 @@ def create_app(config: Config) -> Starlette:
 
     def holdout(call: Call) -> Any:
         name = call.request.path_params["name"]
-        if name not in service.holdouts:
-            raise ApiError(404, "not_found", f"no holdout named {name!r}; the holdouts are "
-                           f"{sorted(service.holdouts)}")
+        visible = state.holdouts_for(call.analyst.id)
+        if name not in visible:
+            raise ApiError(404, "not_found", f"no holdout named {name!r}; the holdouts are {sorted(visible)}")
         return service.holdouts[name]
 
     def holdout_queries(call: Call) -> Any:
         h = holdout(call)
         body = call.body if isinstance(call.body, dict) else {}
-        answers = h.query(body.get("queries"))
+        answers = h.query(body.get("queries"), call.analyst.id)
         return {"answers": [{"value": a.value, "source": a.source, "budget_left": a.budget_left}
                             for a in answers], "holdout": h.metadata()}
 
@@ -341,7 +316,7 @@ def create_app(config: Config) -> Starlette:
         return PlainTextResponse(holdout(call).train_csv(), media_type="text/csv")
 
     def synthetic(call: Call) -> Any:
-        ds = service.dataset(call.request.path_params["dataset"])
+        ds = service.dataset(call.request.path_params["dataset"], call.analyst.id)
         if ds.synthetic is None:
             raise ApiError(404, "not_found", f"the dataset {ds.name!r} offers no synthetic data")
         out = synthetic_path(call.analyst.id, ds.name)
@@ -352,7 +327,7 @@ def create_app(config: Config) -> Starlette:
         return config.state / "synthetic" / analyst_id / f"{dataset}.csv"
 
     def synthetic_data(call: Call) -> Response:
-        ds = service.dataset(call.request.path_params["dataset"])
+        ds = service.dataset(call.request.path_params["dataset"], call.analyst.id)
         path = synthetic_path(call.analyst.id, ds.name)
         if not any(r["dataset"] == ds.name for r in state.results(call.analyst.id, "synthetic")):
             raise ApiError(404, "not_found", f"you have no synthetic data of {ds.name!r} yet: POST "

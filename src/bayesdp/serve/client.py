@@ -11,24 +11,41 @@ failure, so a retry never draws new noise (that would be an averaging attack) no
 
 from __future__ import annotations
 
+import email.utils
+import random
+import re
+import time
 import uuid
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from io import StringIO
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pandas as pd
 
-from bayesdp.errors import BayesdpError, BudgetExceeded, InvalidParameter, invalid
+from bayesdp.errors import (
+    BayesdpError,
+    BudgetExceeded,
+    InvalidParameter,
+    check_nonnegative,
+    check_positive,
+    invalid,
+)
 from bayesdp.holdout import HoldoutAnswer
 from bayesdp.privacy import Guarantee
 from bayesdp.serve.wire import guarantee_from_json, release_from_json
 from bayesdp.sql import SqlError
 from bayesdp.tables import Aggregate, Release
 
-RETRIES = 3
+# Waits between attempts: "full jitter" exponential backoff (a random wait up to min(CAP, BASE·2^k)),
+# so that clients refused together do not all come back together.
+BACKOFF_BASE_S = 0.1
+BACKOFF_CAP_S = 5.0
+# What a token looks like: bdp_<analyst id>_<secret> (URL-safe base64), as `analysts add` prints it.
+TOKEN = re.compile(r"bdp_[0-9a-f]+_[A-Za-z0-9_-]+")
 
 
 class ServiceError(BayesdpError):
@@ -39,14 +56,43 @@ class ServiceError(BayesdpError):
         self.status = status
 
 
-class Client:
-    """A connection to a bayesdp service with one analyst's token."""
+class ServiceUnavailable(ServiceError):
+    """The service could not be reached, or kept answering "busy" (429, 503), until the client's
+    `retry_for` seconds ran out; `status` is 0 when no answer came, `retry_after` what the
+    service last asked for (seconds) or None."""
 
-    def __init__(self, url: str, token: str, *, timeout: float = 120.0) -> None:
+    def __init__(self, message: str, status: int = 0, retry_after: float | None = None):
+        super().__init__(message, status)
+        self.retry_after = retry_after
+
+
+class Client:
+    """A connection to a bayesdp service with one analyst's token.
+
+    A request that fails on the network, or that the service refuses as too many (429) or as
+    unavailable (503), is tried again after a jittered exponential backoff (or the service's
+    Retry-After) for at most `retry_for` seconds in all; then `ServiceUnavailable` is raised.
+    Only requests that cannot spend twice are retried after a lost answer: reads, and releases
+    sent with an idempotency key.
+    """
+
+    def __init__(self, url: str, token: str, *, timeout: float = 120.0, retry_for: float = 30.0) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise invalid("url", url, "the service's http:// or https:// address")
-        self._http = httpx.Client(base_url=url.rstrip("/"), timeout=timeout,
+        if not isinstance(token, str) or not TOKEN.fullmatch(token):
+            # The message never quotes the token: it may be a real one with a typo.
+            got = "an empty string" if token == "" else "a string of another shape" \
+                if isinstance(token, str) else type(token).__name__
+            raise InvalidParameter(f"token is not allowed ({got}): it must be the token `bayesdp serve "
+                                   "analysts add` printed, bdp_<analyst id>_<secret>")
+        self.url = url.rstrip("/")
+        self.analyst_id = token.split("_")[1]
+        self.retry_for = check_nonnegative("retry_for", retry_for)
+        self._http = httpx.Client(base_url=self.url, timeout=check_positive("timeout", timeout),
                                   headers={"Authorization": f"Bearer {token}"})
+
+    def __repr__(self) -> str:
+        return f"<bayesdp.serve.Client {self.url} analyst {self.analyst_id}>"
 
     def close(self) -> None:
         self._http.close()
@@ -57,25 +103,49 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def check(self) -> None:
+        """Ask the service whether it accepts this token (raises InvalidParameter if not)."""
+        try:
+            self._call("GET", "/v1/datasets")  # reads no ledger, so creates none
+        except ServiceError as exc:
+            if exc.status == 401:
+                raise InvalidParameter(f"token for analyst {self.analyst_id} is not accepted by "
+                                       f"{self.url}: it is wrong or was revoked") from None
+            raise
+
     def _call(self, method: str, path: str, body: Any = None, key: str | None = None) -> httpx.Response:
         headers = {"Idempotency-Key": key} if key else {}
-        for attempt in range(RETRIES):
+        deadline = time.monotonic() + self.retry_for
+        attempt = 0
+        while True:
+            wait: float | None = None
             try:
                 response = self._http.request(method, path, json=body, headers=headers)
-                break
-            except httpx.TransportError:
-                # Only a request with an idempotency key (or one that spends nothing) is retried.
-                if attempt == RETRIES - 1 or (method == "POST" and key is None):
-                    raise
+            except httpx.TransportError as exc:
+                # A request that never reached the service is safe to send again; one that may
+                # have been processed only if it cannot spend twice.
+                if method == "POST" and key is None and not isinstance(exc, httpx.ConnectError):
+                    raise ServiceUnavailable(f"the connection to {self.url} failed during the "
+                                             f"request ({type(exc).__name__}: {exc}); it may have "
+                                             "been processed: see releases()") from None
+                failure, status = f"cannot reach {self.url} ({type(exc).__name__}: {exc})", 0
+            else:
+                if response.status_code not in (429, 503):
+                    break
+                failure, status = _message(response), response.status_code
+                wait = _retry_after(response.headers.get("retry-after"))
+            backoff = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**attempt)
+            delay = wait if wait is not None else random.uniform(0, backoff)
+            if time.monotonic() + delay > deadline:
+                raise ServiceUnavailable(f"{failure}; gave up after {attempt + 1} attempt(s) in "
+                                         f"{self.retry_for:g} s (Client retry_for=)", status, wait)
+            time.sleep(delay)
+            attempt += 1
         if response.status_code >= 400:
-            try:
-                error = response.json()["error"]
-                message = error["message"]
-            except (ValueError, KeyError, TypeError):
-                error, message = {}, response.text
+            message, error = _message(response), _error(response)
             if response.status_code == 403:
                 raise BudgetExceeded(message)
-            if response.status_code == 400 and "sql" in error:
+            if response.status_code == 400 and isinstance(error.get("sql"), dict):
                 raise SqlError(message, start=error["sql"]["start"], end=error["sql"]["end"])
             if response.status_code == 400:
                 raise InvalidParameter(message)
@@ -83,7 +153,12 @@ class Client:
         return response
 
     def _json(self, method: str, path: str, body: Any = None, key: str | None = None) -> Any:
-        return self._call(method, path, body, key).json()
+        response = self._call(method, path, body, key)
+        try:
+            return response.json()
+        except ValueError:
+            raise ServiceError(f"{response.status_code}: the service's answer is not JSON",
+                               response.status_code) from None
 
     def datasets(self) -> list[str]:
         """The names of the datasets this service offers."""
@@ -126,23 +201,24 @@ class Client:
     def get_release(self, release_id: str) -> Release:
         """One of this analyst's earlier releases, fetched again (it is not released a second
         time: `release` always means spending budget)."""
-        return release_from_json(self._json("GET", f"/v1/releases/{release_id}"))
+        return release_from_json(self._json("GET", f"/v1/releases/{_segment(release_id)}"))
 
     def holdout_query(self, holdout: str, queries: str | Sequence[str]) -> list[HoldoutAnswer]:
         """Row-wise SQL expressions with values in [0, 1], answered by the service's reusable holdout."""
         batch = [queries] if isinstance(queries, str) else list(queries)
-        doc = self._json("POST", f"/v1/holdouts/{holdout}/queries", {"queries": batch})
+        doc = self._json("POST", f"/v1/holdouts/{_segment(holdout)}/queries", {"queries": batch})
         return [HoldoutAnswer(a["value"], source=a["source"], budget_left=a["budget_left"])
                 for a in doc["answers"]]
 
     def holdout_train(self, holdout: str) -> pd.DataFrame:
         """The training part of a holdout (it is not private: the curator shares it)."""
-        return pd.read_csv(StringIO(self._call("GET", f"/v1/holdouts/{holdout}/train").text))
+        return pd.read_csv(StringIO(self._call("GET", f"/v1/holdouts/{_segment(holdout)}/train").text))
 
     def synthetic(self, dataset: str) -> pd.DataFrame:
         """This analyst's synthetic copy of a dataset: released once against the budget, then free."""
-        self._call("POST", f"/v1/synthetic/{dataset}", key=dataset)
-        return pd.read_csv(StringIO(self._call("GET", f"/v1/synthetic/{dataset}").text))
+        path = f"/v1/synthetic/{_segment(dataset)}"
+        self._call("POST", path, key=dataset)
+        return pd.read_csv(StringIO(self._call("GET", path).text))
 
 
 @dataclass(frozen=True)
@@ -220,6 +296,39 @@ class RemoteQuery:
         doc = self.client._json("POST", "/v1/releases", body, key=str(uuid.uuid4()))
         _warn(doc)
         return release_from_json(doc)
+
+
+def _segment(value: Any) -> str:
+    """One path segment: an id or name sent as data, never as a path ("../budget" stays one segment)."""
+    if not isinstance(value, str) or not value:
+        raise invalid("id", value, "a non-empty string")
+    return quote(value, safe="")
+
+
+def _error(response: httpx.Response) -> dict[str, Any]:
+    try:
+        error = response.json()["error"]
+    except (ValueError, KeyError, TypeError):
+        return {}
+    return error if isinstance(error, dict) else {}
+
+
+def _message(response: httpx.Response) -> str:
+    message = _error(response).get("message")
+    return message if isinstance(message, str) else f"HTTP {response.status_code} {response.reason_phrase}"
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header: a number of seconds or an HTTP date (RFC 9110 §10.2.3)."""
+    if value is None:
+        return None
+    if value.strip().isdigit():
+        return float(value.strip())
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
 
 
 def _warn(doc: dict[str, Any]) -> None:

@@ -2,7 +2,10 @@
 
     state = "state"                  # directory for the ledgers, analysts and audit log
     max_body_bytes = 1_000_000       # larger request bodies get 413
-    rate_per_minute = 120            # per analyst (and failed logins per address) a minute, then 429
+    rate_per_minute = 120            # per analyst (and failed logins per address and per analyst id)
+                                     # a minute, then 429
+    trusted_proxies = ["127.0.0.1"]  # reverse proxies whose X-Forwarded-For names the client
+                                     # (addresses or networks; default none: the peer is the client)
     [limits]                         # what one request may cost: see bayesdp.serve.limits
     max_bins = 10_000
 
@@ -14,6 +17,7 @@
     max_groups_per_unit = 1          # table-release options: defaults an analyst may override
     max_rows_per_group = 5
     budget = { epsilon = 2.0, delta = 1e-6, accounting = "basic" }   # per analyst
+    analysts = ["alice", "bob"]      # only these analysts see it (default: every analyst)
     [datasets.hie.columns]           # the public schema: only these columns can be used
     coins = { domain = [0, 25, 50, 95, 100] }   # public keys
     meddol = { bounds = [0, 3000] }
@@ -28,10 +32,13 @@
     threshold = 0.04
     sigma = 0.01
     budget = 50
+    share = 10                       # overflows one analyst may spend (default: the whole budget)
+    analysts = ["alice"]             # only these analysts see it (default: every analyst)
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import tomllib
 from dataclasses import dataclass, field
@@ -40,17 +47,17 @@ from typing import Any
 
 from bayesdp.errors import InvalidParameter, invalid
 from bayesdp.privacy import Guarantee
-from bayesdp.privacy.ledger import ACCOUNTINGS
+from bayesdp.privacy.filters import ACCOUNTINGS, PLD_REFUSED
 from bayesdp.serve.limits import Limits, parse_limits
 
-_TOP = ("state", "max_body_bytes", "rate_per_minute", "limits", "datasets", "holdouts")
+_TOP = ("state", "max_body_bytes", "rate_per_minute", "trusted_proxies", "limits", "datasets", "holdouts")
 _DATASET = ("source", "privacy_unit", "unit_name", "description", "columns", "budget", "synthetic",
-            "max_groups_per_unit", "max_rows_per_group", "alpha", "noise")
+            "max_groups_per_unit", "max_rows_per_group", "alpha", "noise", "analysts")
 _OPTIONS = ("max_groups_per_unit", "max_rows_per_group", "alpha", "noise")
 _COLUMN = ("bounds", "domain", "description")
 _BUDGET = ("epsilon", "delta", "accounting")
 _SYNTHETIC = ("epsilon", "delta", "rows", "method", "bins")
-_HOLDOUT = ("train", "holdout", "threshold", "sigma", "budget", "description")
+_HOLDOUT = ("train", "holdout", "threshold", "sigma", "budget", "share", "description", "analysts")
 
 
 @dataclass(frozen=True)
@@ -72,7 +79,17 @@ class Budget:
     accounting: str
 
     def guarantee(self, unit: str) -> Guarantee:
+        _accounting(self.accounting, "accounting")
         return Guarantee(self.epsilon, delta=self.delta, unit=unit)
+
+
+def _accounting(accounting: Any, key: str) -> None:
+    """A service budget's privacy filter (the library's, less gdp: its releases are discrete)."""
+    if accounting == "pld":
+        raise InvalidParameter(f"{key}: {PLD_REFUSED}")
+    if accounting not in ACCOUNTINGS or accounting == "gdp":
+        raise invalid(key, accounting, "one of ('basic', 'zcdp', 'advanced'): the service's "
+                      "Gaussian releases are discrete, which the gdp filter refuses")
 
 
 @dataclass(frozen=True)
@@ -97,6 +114,7 @@ class Dataset:
     budget: Budget
     options: dict[str, Any] = field(default_factory=dict)
     synthetic: Synthetic | None = None
+    analysts: tuple[str, ...] | None = None  # the analysts (by name) who may use it; None: all
 
     @property
     def unit(self) -> str:
@@ -121,6 +139,8 @@ class Holdout:
     sigma: float
     budget: int
     description: str = ""
+    share: int | None = None  # the overflows one analyst may spend; None: the whole budget
+    analysts: tuple[str, ...] | None = None  # the analysts (by name) who may use it; None: all
 
 
 @dataclass(frozen=True)
@@ -130,6 +150,7 @@ class Config:
     holdouts: dict[str, Holdout]
     max_body_bytes: int = 1_000_000
     rate_per_minute: int = 120
+    trusted_proxies: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
 
 
@@ -159,8 +180,21 @@ def parse_config(doc: dict[str, Any], base: Path) -> Config:
         holdouts={n: _holdout(n, h, base) for n, h in _table(doc, "holdouts", "").items()},
         max_body_bytes=_int(doc.get("max_body_bytes", 1_000_000), "max_body_bytes"),
         rate_per_minute=_int(doc.get("rate_per_minute", 120), "rate_per_minute"),
+        trusted_proxies=_proxies(doc.get("trusted_proxies", [])),
         limits=parse_limits(doc.get("limits", {})),
     )
+
+
+def _proxies(v: Any) -> tuple[str, ...]:
+    allowed = "a list of the reverse proxies' IP addresses or networks, e.g. [\"127.0.0.1\", \"10.0.0.0/8\"]"
+    if not isinstance(v, list) or not all(isinstance(p, str) for p in v):
+        raise invalid("trusted_proxies", v, allowed)
+    for p in v:
+        try:
+            ipaddress.ip_network(p, strict=False)
+        except ValueError:
+            raise invalid("trusted_proxies", p, allowed) from None
+    return tuple(v)
 
 
 def _dataset(name: str, d: Any, base: Path) -> Dataset:
@@ -189,7 +223,14 @@ def _dataset(name: str, d: Any, base: Path) -> Dataset:
         name=name, source=_path(d["source"], f"{key}.source", base, must_exist=True),
         privacy_unit=unit or None, unit_name=_str(d.get("unit_name", unit or "person"), f"{key}.unit_name"),
         description=_str(d.get("description", ""), f"{key}.description"), columns=columns,
-        budget=_budget(d["budget"], f"{key}.budget", unit or "row"), options=options, synthetic=synthetic)
+        budget=_budget(d["budget"], f"{key}.budget", unit or "row"), options=options, synthetic=synthetic,
+        analysts=_names(d["analysts"], f"{key}.analysts") if "analysts" in d else None)
+
+
+def _names(v: Any, key: str) -> tuple[str, ...]:
+    if not isinstance(v, list) or not all(isinstance(n, str) and n.strip() for n in v):
+        raise invalid(key, v, "a list of analyst names (those who may use it)")
+    return tuple(v)
 
 
 def _column(name: str, v: Any, key: str) -> Column:
@@ -218,8 +259,7 @@ def _budget(v: Any, key: str, unit: str) -> Budget:
     if "epsilon" not in v:
         raise InvalidParameter(f"{key}.epsilon is missing")
     accounting = v.get("accounting", "basic")
-    if accounting not in ACCOUNTINGS:
-        raise invalid(f"{key}.accounting", accounting, f"one of {ACCOUNTINGS}")
+    _accounting(accounting, f"{key}.accounting")
     budget = Budget(_positive(v["epsilon"], f"{key}.epsilon"), _delta(v.get("delta", 0.0), f"{key}.delta"),
                     accounting)
     if accounting != "basic" and budget.delta == 0:
@@ -248,10 +288,15 @@ def _holdout(name: str, h: Any, base: Path) -> Holdout:
     for required in ("train", "holdout", "threshold", "sigma", "budget"):
         if required not in h:
             raise InvalidParameter(f"{key}.{required} is missing")
+    budget = _int(h["budget"], f"{key}.budget")
+    share = None if "share" not in h else _int(h["share"], f"{key}.share")
+    if share is not None and share > budget:
+        raise invalid(f"{key}.share", share, f"at most the holdout's budget ({budget})")
     return Holdout(name, _path(h["train"], f"{key}.train", base, must_exist=True),
                    _path(h["holdout"], f"{key}.holdout", base, must_exist=True),
                    _positive(h["threshold"], f"{key}.threshold"), _positive(h["sigma"], f"{key}.sigma"),
-                   _int(h["budget"], f"{key}.budget"), _str(h.get("description", ""), f"{key}.description"))
+                   budget, _str(h.get("description", ""), f"{key}.description"), share,
+                   _names(h["analysts"], f"{key}.analysts") if "analysts" in h else None)
 
 
 def _keys(d: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:

@@ -34,10 +34,12 @@ _IDEMPOTENCY = {"name": "Idempotency-Key", "in": "header", "required": False, "s
 _ERRORS = {"400": "refused input (the message says why; refused SQL also gives error.sql = {start, end}, "
                   "the characters of the construct refused)", "401": "missing, wrong or revoked token",
            "403": "the budget would be exceeded (the message says what remains)",
-           "404": "unknown dataset, holdout or release (or another analyst's)",
+           "404": "unknown dataset, holdout or release (or another analyst's, or a dataset you may "
+                  "not use)",
            "409": "a request with this idempotency key is running, or stopped after spending",
            "413": "body too large", "422": "an idempotency key reused for a different request",
-           "429": "rate limit; see Retry-After", "500": "internal error: only an error id is returned"}
+           "429": "rate limit, or too many failed authentications from this address or at this "
+                  "analyst id; see Retry-After", "500": "internal error: only an error id is returned"}
 
 # (method, path, summary, request body schema or None, extra parameters)
 _ENDPOINTS: list[tuple[str, str, str, dict[str, Any] | None, list[dict[str, Any]]]] = [

@@ -22,11 +22,12 @@ from sqlglot import exp
 from bayesdp import tables
 from bayesdp.commands.release import RELEASE_KEYS, build, check_spec
 from bayesdp.errors import CuratorWarning, DataError, InvalidParameter, invalid
-from bayesdp.expressions import row_expression
+from bayesdp.expressions import fold, resolve_column, row_expression
 from bayesdp.holdout import ReusableHoldout, table_means
 from bayesdp.privacy import Ledger, Spend
 from bayesdp.serve import limits
 from bayesdp.serve.config import Config, Dataset, Holdout
+from bayesdp.serve.schema import check_columns
 from bayesdp.serve.state import State
 from bayesdp.serve.wire import guarantee_json, plain, release_json
 from bayesdp.sql import Translation, release_translation, translate
@@ -69,6 +70,7 @@ class Service:
         for ds in config.datasets.values():
             keep = [*([ds.privacy_unit] if ds.privacy_unit else []), *ds.columns]
             self._load("ds", ds.name, ds.source, keep, f"datasets.{ds.name}")
+            check_columns(ds, self.relation("ds", ds.name), self.db.cursor())
         self._metadata = {ds.name: ds.sql_metadata() for ds in config.datasets.values()}
         self.holdouts = {h.name: HoldoutService(self, h) for h in config.holdouts.values()}
 
@@ -89,13 +91,14 @@ class Service:
         """A relation over a loaded table on a new cursor (one per request and thread)."""
         return limits.cursor(self.db).sql(f"SELECT * FROM {_table_name(kind, name)}")
 
-    def dataset(self, name: Any) -> Dataset:
-        if not isinstance(name, str) or name not in self.config.datasets:
-            raise DatasetNotFound(f"no dataset named {name!r}; the datasets are "
-                                  f"{sorted(self.config.datasets)}")
+    def dataset(self, name: Any, analyst_id: str) -> Dataset:
+        """A dataset this analyst may use; one they may not is refused as one that does not exist."""
+        visible = self.state.datasets_for(analyst_id)
+        if not isinstance(name, str) or name not in visible:
+            raise DatasetNotFound(f"no dataset named {name!r}; the datasets are {sorted(visible)}")
         return self.config.datasets[name]
 
-    def dataset_of(self, request: dict[str, Any]) -> Dataset:
+    def dataset_of(self, request: dict[str, Any], analyst_id: str) -> Dataset:
         """The dataset a request names, or the table its SQL reads when it names none."""
         name, text = request.get("dataset"), request.get("sql")
         if name is None and isinstance(text, str):
@@ -104,17 +107,18 @@ class Service:
             node = None if from_ is None else from_.this
             name = node.name if isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier) \
                 else None
-            if name not in self.config.datasets:
+            visible = self.state.datasets_for(analyst_id)
+            if name not in visible:
                 # Refuses the query (a construct it uses, or what it reads), pointing at the text.
-                translate(text, dict.fromkeys(self.config.datasets))
-        return self.dataset(name)
+                translate(text, dict.fromkeys(visible))
+        return self.dataset(name, analyst_id)
 
     # -- metadata ------------------------------------------------------------------------
 
     def datasets_json(self, analyst_id: str) -> list[dict[str, Any]]:
         """Public metadata only: the schema, bounds, public keys, options and the budget."""
         out = []
-        for ds in self.config.datasets.values():
+        for ds in map(self.config.datasets.__getitem__, self.state.datasets_for(analyst_id)):
             b = self.state.budget(analyst_id, ds.name)
             out.append({
                 "name": ds.name, "description": ds.description, "privacy_unit": ds.privacy_unit,
@@ -129,7 +133,8 @@ class Service:
         return out
 
     def budget_json(self, analyst_id: str) -> dict[str, Any]:
-        return {name: budget_json(self.state.ledger(analyst_id, name)) for name in self.config.datasets}
+        return {name: budget_json(self.state.ledger(analyst_id, name))
+                for name in self.state.datasets_for(analyst_id)}
 
     # -- preview and release -------------------------------------------------------------
 
@@ -142,23 +147,28 @@ class Service:
         spec = dict(spec)
         limits.check_spec(spec, self.config.limits)
         unit = spec.setdefault("privacy_unit", ds.privacy_unit or False)
+        if isinstance(unit, str) and ds.privacy_unit and fold(unit) == fold(ds.privacy_unit):
+            unit = spec["privacy_unit"] = ds.privacy_unit  # the engines ignore case in names
         if unit != (ds.privacy_unit or False):
             raise invalid("privacy_unit", unit, f"{ds.privacy_unit or False!r}, the dataset's privacy unit")
         try:
             check_spec(spec, "the spec")
         except DataError as exc:
             raise SpecError(exc.args[0]) from None
+        # Names are resolved among the public columns as the engines resolve them (without
+        # case), so the privacy unit, however spelled, is never one of them.
         public = list(ds.columns)
         by = spec.get("group_by") or []
-        for c in [by] if isinstance(by, str) else by:
-            if c not in public:
-                raise invalid("group_by", c, f"one of the public columns {public}")
+        if by:
+            names = [self._public_column(c, public, "group_by")
+                     for c in (by if isinstance(by, list) else [by])]
+            spec["group_by"] = names if isinstance(by, list) else names[0]
         for name, item in spec["aggregates"].items():
             # A column, an expression or a share's condition reads the public columns only.
             for key in ("column", "condition"):
                 text = item.get(key) if isinstance(item, dict) else None
-                if isinstance(text, str) and text.isidentifier() and text not in public:
-                    raise invalid(f"aggregates.{name}.{key}", text, f"one of the public columns {public}")
+                if isinstance(text, str) and text.isidentifier():
+                    self._public_column(text, public, f"aggregates.{name}.{key}")
                 if text is not None:
                     row_expression(text, public, role=f"aggregates.{name}.{key}")
         where = spec.get("where", [])
@@ -172,6 +182,14 @@ class Service:
         except DataError as exc:  # building reads the schema only, never a data value
             raise SpecError(exc.args[0]) from None
         return query, spec, options
+
+    @staticmethod
+    def _public_column(name: Any, public: list[str], role: str) -> str:
+        """The public column `name` names, spelled as in the schema, or a refusal."""
+        column = resolve_column(name, public, role) if isinstance(name, str) else None
+        if column is None:
+            raise invalid(role, name, f"one of the public columns {public}")
+        return column
 
     def translation(self, ds: Dataset, request: dict[str, Any]) -> Translation:
         """The translation of a request's SQL (`bayesdp.sql`, with the dataset's public schema as
@@ -267,7 +285,8 @@ class Answer:
 
 class HoldoutService:
     """One reusable holdout shared by all analysts: its budget protects the holdout's rows
-    whoever asks. Overflows are persisted before answers leave; after a restart the holdout
+    whoever asks, and each analyst may spend at most `share` of its overflows (so that no one
+    exhausts it for the others). Overflows are persisted before answers leave; after a restart the holdout
     resumes with the budget left, an open run of training answers counted as one overflow
     (its threshold noise is redrawn, and an overflow costs more than the open run did)."""
 
@@ -300,14 +319,20 @@ class HoldoutService:
         spent = (self._base + (0 if h is None else h.overflows)) * self.epsilon_per_overflow
         return {"name": self.cfg.name, "description": self.cfg.description, "columns": self.columns,
                 "threshold": self.cfg.threshold, "sigma": self.cfg.sigma, "budget": self.cfg.budget,
-                "budget_left": left, "epsilon_spent": spent,
+                "budget_left": left, "epsilon_spent": spent, "share": self.share,
                 "guarantee": f"ε={spent:.6g} per row of the holdout (replace-one neighbours), "
                              f"at most {self.cfg.budget * self.epsilon_per_overflow:.6g}"}
 
-    def query(self, expressions: Any) -> list[Answer]:
-        """Answer row-wise SQL expressions with Thresholdout, in order. Each row's value is the
-        expression as a number, NULL or non-numeric as 0, clipped into [0, 1]: a statistical
-        query for any expression, so whether a query fails never depends on the holdout's rows."""
+    @property
+    def share(self) -> int:
+        return self.cfg.share or self.cfg.budget
+
+    def query(self, expressions: Any, analyst_id: str) -> list[Answer]:
+        """Answer row-wise SQL expressions with Thresholdout, in order; once the analyst's share
+        of overflows is spent, as exhausted (`budget_left` is what is left to them). Each row's
+        value is the expression as a number, NULL or non-numeric as 0, clipped into [0, 1]: a
+        statistical query for any expression, so whether a query fails never depends on the
+        holdout's rows."""
         if isinstance(expressions, str):
             expressions = [expressions]
         if not isinstance(expressions, list) or not expressions or \
@@ -320,13 +345,22 @@ class HoldoutService:
             h = self._holdout
             if h is None:
                 return [Answer(None, "exhausted", 0) for _ in checked]
-            answers = h.query_means(train, holdout)
-            assert isinstance(answers, list)
-            for a in answers:
+            used = self.service.state.holdout_share_spent(self.cfg.name, analyst_id)
+            answers = []
+            for t, m in zip(train, holdout, strict=True):
+                if used >= self.share:
+                    answers.append(Answer(None, "exhausted", 0))
+                    continue
+                before = h.overflows
+                a = h.query_means(t, m)
+                assert not isinstance(a, list)
+                used += h.overflows - before
                 if a.source in ("train", "holdout"):
                     self._open = a.source == "train"
-            self.service.state.save_holdout_state(self.cfg.name, self._base + h.overflows, self._open)
-        return [Answer(a.value, a.source, int(a.budget_left or 0)) for a in answers]
+                answers.append(Answer(a.value, a.source, min(int(a.budget_left or 0), self.share - used)))
+            self.service.state.save_holdout_state(self.cfg.name, self._base + h.overflows, self._open,
+                                                  analyst_id, used)
+        return answers
 
     def train_csv(self) -> str:
         frame: pd.DataFrame = self.service.relation("train", self.cfg.name).df()

@@ -3,7 +3,8 @@
 Everything lives under the state directory: `service.db` (SQLite, WAL) holds the analysts,
 budget overrides, stored results (for idempotent retries) and the audit log; each analyst has
 one budget `Ledger` per dataset in `ledgers/<analyst id>/<dataset>.db`. A token is
-`bdp_<analyst id>_<secret>`; only scrypt(secret) is stored, compared in constant time.
+`bdp_<analyst id>_<secret>`; only scrypt(secret) and a 32-bit check of it are stored
+(bayesdp.serve.tokens).
 
 A spend is recorded in the ledger first, with the request id in its label, then in the audit
 log; `recover()` (run at start-up) completes the audit log from the ledgers, so the two always
@@ -15,8 +16,6 @@ paid release.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import secrets
 import sqlite3
@@ -31,14 +30,12 @@ from typing import Any
 from bayesdp.errors import InvalidParameter, invalid
 from bayesdp.privacy import Guarantee, Ledger
 from bayesdp.serve.config import Budget, Config
-
-# scrypt cost (RFC 7914): 16 MiB and tens of milliseconds per check make a stolen table slow to attack.
-_SCRYPT = {"n": 2**14, "r": 8, "p": 1, "maxmem": 64 * 2**20, "dklen": 32}
+from bayesdp.serve.tokens import new_secret
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS analysts (
     id TEXT PRIMARY KEY, name TEXT UNIQUE NOT NULL, salt BLOB NOT NULL, token_hash BLOB NOT NULL,
-    created REAL NOT NULL, revoked REAL);
+    created REAL NOT NULL, revoked REAL, token_check BLOB);
 CREATE TABLE IF NOT EXISTS budgets (
     analyst TEXT NOT NULL, dataset TEXT NOT NULL, epsilon REAL NOT NULL, delta REAL NOT NULL,
     accounting TEXT NOT NULL, PRIMARY KEY (analyst, dataset));
@@ -51,9 +48,16 @@ CREATE TABLE IF NOT EXISTS audit (
     analyst TEXT, method TEXT NOT NULL, path TEXT NOT NULL, dataset TEXT, what TEXT,
     status TEXT NOT NULL, spend_epsilon REAL, spend_delta REAL, spend_rho REAL, result TEXT,
     detail TEXT);
+CREATE TABLE IF NOT EXISTS access (analyst TEXT PRIMARY KEY, datasets TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS holdouts (
     name TEXT PRIMARY KEY, overflows INTEGER NOT NULL, open INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS holdout_shares (
+    name TEXT NOT NULL, analyst TEXT NOT NULL, overflows INTEGER NOT NULL, PRIMARY KEY (name, analyst));
 """
+
+
+def _names(datasets: list[str]) -> str:
+    return json.dumps(sorted(set(datasets)))
 
 
 @dataclass(frozen=True)
@@ -62,11 +66,6 @@ class Analyst:
     name: str
     created: float
     revoked: float | None
-
-
-def hash_secret(secret: str, salt: bytes) -> bytes:
-    """scrypt (Percival 2009, RFC 7914) of a token's secret part."""
-    return hashlib.scrypt(secret.encode(), salt=salt, **_SCRYPT)
 
 
 class State:
@@ -82,8 +81,10 @@ class State:
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.executescript(_SCHEMA)
+        if "token_check" not in {r[1] for r in self._conn.execute("PRAGMA table_info(analysts)")}:
+            # A state directory from before token checks: its tokens get one at their next use.
+            self._conn.execute("ALTER TABLE analysts ADD COLUMN token_check BLOB")
         self._ledgers: dict[tuple[str, str], Ledger] = {}
-        self._verified: dict[bytes, str] = {}
 
     @contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
@@ -109,15 +110,21 @@ class State:
 
     # -- analysts and tokens -------------------------------------------------------------
 
-    def add_analyst(self, name: str) -> str:
-        """Create an analyst; returns the token, which is shown once and never stored."""
+    def add_analyst(self, name: str, datasets: list[str] | None = None) -> str:
+        """Create an analyst (limited to `datasets` if given, see `set_access`); returns the
+        token, which is shown once and never stored."""
         if not isinstance(name, str) or not name.strip() or len(name) > 100:
             raise invalid("name", name, "a non-empty analyst name of at most 100 characters")
-        analyst_id, secret, salt = secrets.token_hex(6), secrets.token_urlsafe(32), secrets.token_bytes(16)
+        for d in datasets or []:
+            self._dataset(d)
+        analyst_id = secrets.token_hex(6)
+        secret, salt, slow, check = new_secret()
         try:
             with self._transaction() as conn:
-                conn.execute("INSERT INTO analysts VALUES (?, ?, ?, ?, ?, NULL)",
-                             (analyst_id, name, salt, hash_secret(secret, salt), time.time()))
+                conn.execute("INSERT INTO analysts VALUES (?, ?, ?, ?, ?, NULL, ?)",
+                             (analyst_id, name, salt, slow, time.time(), check))
+                if datasets is not None:
+                    conn.execute("INSERT INTO access VALUES (?, ?)", (analyst_id, _names(datasets)))
         except sqlite3.IntegrityError:
             raise invalid("name", name, "a name no other analyst has") from None
         return f"bdp_{analyst_id}_{secret}"
@@ -139,26 +146,49 @@ class State:
             conn.execute("UPDATE analysts SET revoked = ? WHERE id = ? AND revoked IS NULL",
                          (time.time(), a.id))
 
-    def authenticate(self, token: str) -> Analyst | None:
-        """The analyst holding this token, or None (unknown, malformed or revoked)."""
-        parts = token.split("_", 2) if isinstance(token, str) else []
-        if len(parts) != 3 or parts[0] != "bdp":
-            return None
+    def credentials(self, analyst_id: str) -> tuple[Analyst, bytes, bytes, bytes | None] | None:
+        """An analyst with their token's salt, slow hash and check (None for a token issued
+        before checks were stored), or None for an unknown id."""
         with self._db() as conn:
-            row = conn.execute("SELECT id, name, created, revoked, salt, token_hash FROM analysts "
-                               "WHERE id = ?", (parts[1],)).fetchone()
-        if row is None or row[3] is not None:
-            return None
-        # The slow hash runs once per token and process; the cache key is a fast digest of it.
-        digest = hashlib.sha256(token.encode()).digest()
-        with self._lock:
-            known = self._verified.get(digest) == row[0]
-        if not known:
-            if not hmac.compare_digest(hash_secret(parts[2], row[4]), row[5]):
-                return None
-            with self._lock:
-                self._verified[digest] = row[0]
-        return Analyst(*row[:4])
+            row = conn.execute("SELECT id, name, created, revoked, salt, token_hash, token_check FROM "
+                               "analysts WHERE id = ?", (analyst_id,)).fetchone()
+        return None if row is None else (Analyst(*row[:4]), row[4], row[5], row[6])
+
+    def set_token_check(self, analyst_id: str, check: bytes) -> None:
+        with self._transaction() as conn:
+            conn.execute("UPDATE analysts SET token_check = ? WHERE id = ?", (check, analyst_id))
+
+    # -- which datasets an analyst may use ----------------------------------------------------
+
+    def set_access(self, name: str, datasets: list[str] | None) -> None:
+        """Limit an analyst to these datasets (None: every dataset the configuration opens to them)."""
+        a = self.analyst(name)
+        for d in datasets or []:
+            self._dataset(d)
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM access WHERE analyst = ?", (a.id,))
+            if datasets is not None:
+                conn.execute("INSERT INTO access VALUES (?, ?)", (a.id, _names(datasets)))
+
+    def datasets_for(self, analyst_id: str) -> list[str]:
+        """The datasets an analyst may use: those whose configured `analysts` (if any) name them,
+        among those the curator limited them to (if they did)."""
+        with self._db() as conn:
+            row = conn.execute("SELECT datasets FROM access WHERE analyst = ?", (analyst_id,)).fetchone()
+        granted = None if row is None else set(json.loads(row[0]))
+        name = self._name(analyst_id)
+        return [n for n, ds in self.config.datasets.items()
+                if (ds.analysts is None or name in ds.analysts) and (granted is None or n in granted)]
+
+    def holdouts_for(self, analyst_id: str) -> list[str]:
+        """The holdouts an analyst may use: those whose configured `analysts` (if any) name them."""
+        name = self._name(analyst_id)
+        return [n for n, h in self.config.holdouts.items() if h.analysts is None or name in h.analysts]
+
+    def _name(self, analyst_id: str) -> str | None:
+        with self._db() as conn:
+            row = conn.execute("SELECT name FROM analysts WHERE id = ?", (analyst_id,)).fetchone()
+        return None if row is None else str(row[0])
 
     # -- budgets and ledgers -------------------------------------------------------------
 
@@ -310,6 +340,18 @@ class State:
             row = conn.execute("SELECT overflows, open FROM holdouts WHERE name = ?", (name,)).fetchone()
         return (0, False) if row is None else (int(row[0]), bool(row[1]))
 
-    def save_holdout_state(self, name: str, overflows: int, open_run: bool) -> None:
+    def save_holdout_state(self, name: str, overflows: int, open_run: bool,
+                           analyst_id: str | None = None, analyst_overflows: int = 0) -> None:
+        """A holdout's state, and (in the same transaction) the overflows one analyst has spent."""
         with self._transaction() as conn:
             conn.execute("INSERT OR REPLACE INTO holdouts VALUES (?, ?, ?)", (name, overflows, int(open_run)))
+            if analyst_id is not None:
+                conn.execute("INSERT OR REPLACE INTO holdout_shares VALUES (?, ?, ?)",
+                             (name, analyst_id, analyst_overflows))
+
+    def holdout_share_spent(self, name: str, analyst_id: str) -> int:
+        """How many of a holdout's overflows this analyst has spent."""
+        with self._db() as conn:
+            row = conn.execute("SELECT overflows FROM holdout_shares WHERE name = ? AND analyst = ?",
+                               (name, analyst_id)).fetchone()
+        return 0 if row is None else int(row[0])

@@ -49,7 +49,9 @@ arithmetic, ROUND, ABS, aliases, HAVING, ORDER BY, LIMIT and OFFSET (`postproces
 aggregate call is one aggregate of the Query, in order of first appearance (SELECT, HAVING,
 ORDER BY). Refused, with the construct and its position: joins, subqueries and CTEs, window
 functions, UNION / INTERSECT / EXCEPT, SELECT *, non-aggregated columns that are not group keys,
-any use of the privacy unit other than counting it, and aggregates without bounds.
+any use of the privacy unit other than counting it, and aggregates without bounds. Every name
+(in the query, `privacy_unit_column` and the metadata) means the column DuckDB and Spark resolve
+it to, without case, quoted or not; checks read that column, so the unit in any spelling is the unit.
 
 Notes: the parser. sqlglot was chosen over DuckDB's `json_serialize_sql`. DuckDB's serializer
 gives DuckDB's own parse tree with character positions, and parses about as fast (1.4 ms vs 2.0

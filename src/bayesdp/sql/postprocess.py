@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
+from bayesdp.expressions import resolve_column
 from bayesdp.sql.translate import Translation, _aggregate_calls, _is_call
 from bayesdp.tables import Release
 from bayesdp.tables.estimate import Estimate
@@ -133,8 +134,9 @@ class _Evaluator:
     def column(self, node: exp.Column) -> Estimate:
         if node.name in self.outputs and not node.table:
             return self.outputs[node.name]
-        if node.name in self.keys.columns:
-            v = self.keys[node.name].to_numpy()
+        key = resolve_column(node.name, list(self.keys.columns), "a group key")  # as GROUP BY resolved it
+        if key is not None:
+            v = self.keys[key].to_numpy()
             return Estimate(v, v, v)
         raise self.t.refuse(f"{node.name!r} is neither a group key nor a name in the SELECT list", node)
 

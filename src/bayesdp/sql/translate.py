@@ -20,8 +20,9 @@ from sqlglot.tokenizer_core import Token, TokenType
 
 from bayesdp import tables
 from bayesdp.errors import BayesdpError
-from bayesdp.expressions import RowExpression, row_expression
+from bayesdp.expressions import RowExpression, fold, resolve_column, row_expression
 from bayesdp.sql.dialect import BigQueryDP, DifferentialPrivacy, NamedArguments
+from bayesdp.sql.metadata import Column as ColumnMetadata
 from bayesdp.sql.metadata import TableMetadata, load
 from bayesdp.sql.refusals import SqlError, refuse, span
 
@@ -185,7 +186,8 @@ class _Translator:
             table = tables.table(source, unit)
         except BayesdpError as exc:
             raise self.error(_public(exc), table_node) from None
-        self.table, self.unit, self.columns = table, unit, table.columns
+        self.table, self.unit, self.columns = table, table.privacy_unit, table.columns
+        self.column_meta = self._column_metadata(table_node)
         for col in tree.find_all(exp.Column):
             self._column(col)
         where = tree.args.get("where")
@@ -301,7 +303,7 @@ class _Translator:
         stated = self.table_meta.privacy_unit
         if "privacy_unit_column" in clause:
             unit, node = clause["privacy_unit_column"]
-            if stated is not None and stated != unit:
+            if stated is not None and not (isinstance(stated, str) and fold(stated) == fold(unit)):
                 raise self.error(f"privacy_unit_column {unit!r} differs from the metadata's "
                                  f"privacy unit {stated!r}", node)
             return str(unit)
@@ -313,28 +315,47 @@ class _Translator:
         return None if stated is False else str(stated)
 
     def _column(self, node: exp.Column) -> str:
-        """The name of a column reference of the table (its qualifier, if any, is the table)."""
+        """The column a reference names (its qualifier, if any, is the table), spelled as in the
+        schema: resolved as the engine and the row checker resolve it, without case; a name that
+        is no column (an alias) as written."""
         if node.table and node.table.lower() not in self.aliases:
             raise self.error(f"{node.table!r} is not the query's table", node)
         if node.args.get("db") or node.args.get("catalog"):
             raise self.error("a column is named by itself or by table.column", node)
-        return node.name
-
-    def _row_expression(self, node: exp.Expr, role: str) -> RowExpression:
-        bare = node.copy()
-        for col in bare.find_all(exp.Column):
-            col.set("table", None)
-        self._unit_free(node, role)
         try:
-            return row_expression(cast(exp.Expression, bare), self.columns, role=role)
+            return resolve_column(node.name, self.columns, "the query") or node.name
         except BayesdpError as exc:
             raise self.error(_public(exc), node) from None
 
-    def _unit_free(self, node: exp.Expr, role: str) -> None:
-        for col in node.find_all(exp.Column):
-            if self.unit is not None and col.name == self.unit:
-                raise self.error(f"{role} uses the privacy unit {self.unit!r}: the only function "
-                                 "of the privacy unit allowed is counting it, COUNT(DISTINCT unit)", col)
+    def _column_metadata(self, table_node: exp.Table) -> dict[str, ColumnMetadata]:
+        """The metadata's columns by the schema's names (the curator may spell them otherwise)."""
+        out: dict[str, ColumnMetadata] = {}
+        for name, meta in self.table_meta.columns.items():
+            try:
+                column = resolve_column(name, self.columns, "the metadata") or name
+            except BayesdpError as exc:
+                raise self.error(_public(exc), table_node) from None
+            if column in out:
+                raise self.error(f"the metadata describes column {column!r} twice, spelled in two "
+                                 "ways: names are compared without case", table_node)
+            out[column] = meta
+        return out
+
+    def _row_expression(self, node: exp.Expr, role: str) -> RowExpression:
+        """`node` checked by `bayesdp.expressions`; refused when a column it reads, as the
+        checker resolved it, is the privacy unit."""
+        bare = node.copy()
+        for col in bare.find_all(exp.Column):
+            col.set("table", None)
+        try:
+            checked = row_expression(cast(exp.Expression, bare), self.columns, role=role)
+        except BayesdpError as exc:
+            raise self.error(_public(exc), node) from None
+        if self.unit in checked.columns:
+            culprit = next(c for c in node.find_all(exp.Column) if self._column(c) == self.unit)
+            raise self.error(f"{role} uses the privacy unit {self.unit!r}: the only function "
+                             "of the privacy unit allowed is counting it, COUNT(DISTINCT unit)", culprit)
+        return checked
 
     def _group_by(self) -> tuple[str, ...]:
         group = self.tree.args.get("group")
@@ -356,7 +377,7 @@ class _Translator:
                     raise self.error(f"GROUP BY {node.this} is not a position in the SELECT list", node)
                 target = items[position - 1]
                 node = target.this if isinstance(target, exp.Alias) else target
-            if isinstance(node, exp.Column) and not node.table and node.name not in self.columns:
+            if isinstance(node, exp.Column) and not node.table and self._column(node) not in self.columns:
                 node = self._aliased(node)
             if not isinstance(node, exp.Column):
                 raise self.error("GROUP BY takes columns of the table, not expressions", node)
@@ -371,7 +392,7 @@ class _Translator:
     def _aliased(self, node: exp.Column) -> exp.Expr:
         """The SELECT item a GROUP BY name refers to when it is an alias, not a column."""
         for item in self.tree.expressions:
-            if isinstance(item, exp.Alias) and item.alias == node.name:
+            if isinstance(item, exp.Alias) and fold(item.alias) == fold(node.name):
                 return cast(exp.Expr, item.this)
         return node
 
@@ -531,7 +552,7 @@ class _Translator:
                              "allowed is counting it, COUNT(DISTINCT unit)", arg)
         if named:
             return name, self._bounds(next(iter(named.values())))
-        meta = self.table_meta.columns.get(name)
+        meta = self.column_meta.get(name)
         if meta is None or meta.bounds is None:
             raise self.error(f"{self.call(agg)} has no bounds: give contribution_bounds_per_group "
                              f"=> (low, high) or [tables.NAME.columns.{name}] bounds = [low, high] "
@@ -587,13 +608,13 @@ class _Translator:
             if isinstance(conjunct, exp.In) and isinstance(conjunct.this, exp.Column) \
                     and not conjunct.args.get("query") and not conjunct.args.get("unnest"):
                 col = self._column(conjunct.this)
-                meta = self.table_meta.columns.get(col)
+                meta = self.column_meta.get(col)
                 if meta is not None and meta.public and all(isinstance(v, exp.Literal | exp.Neg)
                                                             for v in conjunct.expressions):
                     listed[col] = tuple(self._literal(v) for v in conjunct.expressions)
         domains = []
         for col in by:
-            meta = self.table_meta.columns.get(col)
+            meta = self.column_meta.get(col)
             if col in listed:
                 domains.append(listed[col])
             elif meta is not None and meta.keys is not None:

@@ -93,7 +93,7 @@ def table(source: Any, privacy_unit: str | None, *, unit_name: str | None = None
         if privacy_unit is None:  # row level: numpy serves what it can of data already in memory
             eng = in_memory(source, eng)
     if privacy_unit is not None:
-        check_column(privacy_unit, list(eng.schema()), "privacy_unit")
+        privacy_unit = check_column(privacy_unit, list(eng.schema()), "privacy_unit")
     for label, text in (("unit_name", unit_name), ("name", name)):
         if text is not None and (not isinstance(text, str) or not text.strip()):
             raise invalid(label, text, "None or a non-empty string")
@@ -157,8 +157,11 @@ class Table:
         cols = (columns,) if isinstance(columns, str) else tuple(columns)
         if not cols:
             raise invalid("columns", columns, "one or more column names")
+        cols = tuple(check_column(c, self.columns, "group_by column") for c in cols)
+        if len(set(cols)) < len(cols):
+            raise invalid("columns", columns, "distinct columns (names are compared without case, "
+                          "as the engines compare them)")
         for c in cols:
-            check_column(c, self.columns, "group_by column")
             if c == self.privacy_unit:
                 raise invalid("columns", columns, "group keys other than the privacy unit")
         if keys is None:
@@ -305,6 +308,8 @@ class Grouped:
         columns, engine = self.table.columns, self.table.engine
         if column in columns or column.isidentifier():
             value: str | RowExpression = check_column(column, columns, f"aggregate {name!r}")
+            if value != column:  # another spelling of a column: the engine reads the schema's name
+                value = row_expression(column, columns, role=f"aggregate {name!r}")
         else:
             value = row_expression(column, columns, role=f"aggregate {name!r}")
         refused = a.refusal(engine, value, name)

@@ -10,6 +10,7 @@ from typing import Any
 import duckdb
 
 from bayesdp.errors import DataError
+from bayesdp.expressions import resolve_column
 from bayesdp.tables.engines.duckdb import DuckDBEngine, connect, duckdb_errors
 
 _READERS = {".csv": "read_csv", ".tsv": "read_csv", ".txt": "read_csv", ".parquet": "read_parquet",
@@ -89,14 +90,14 @@ def _unreadable(path: Path, reader: str, exc: duckdb.Error) -> str:
 
 
 def check_column(name: str, columns: list[str], role: str) -> str:
-    """`name` if it is a column, else a DataError suggesting the closest names."""
+    """The column `name` names, spelled as in the schema (found as the engines find it, without
+    case: `resolve_column`), else a DataError suggesting the closest names."""
     if not isinstance(name, str):
         raise DataError(f"{role} must be a column name (a string); got {name!r}")
-    if name in columns:
-        return name
+    found = resolve_column(name, columns, role)
+    if found is not None:
+        return found
     close = difflib.get_close_matches(name, columns, n=3, cutoff=0.5)
-    lowered = [c for c in columns if c.lower() == name.lower()]
-    hint = lowered or close
-    suggestion = f"; did you mean {' or '.join(repr(c) for c in hint)}?" if hint else ""
+    suggestion = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     shown = ", ".join(repr(c) for c in columns[:20]) + (" ..." if len(columns) > 20 else "")
     raise DataError(f"{role}: {name!r} is not a column of the table{suggestion} (columns: {shown})")
