@@ -31,6 +31,17 @@ from bayesdp.serve.wire import release_json
 BIG_ROWS = 1_000_000
 PROCESS_MEMORY_MB = 2000
 EXTRA = f"""
+[datasets.visit2]
+source = "visit2.csv"
+privacy_unit = "user"
+max_groups_per_unit = 2
+max_rows_per_group = 2
+budget = {{ epsilon = 3.0, delta = 1e-6 }}
+[datasets.visit2.columns]
+shop = {{ domain = ["a", "b", "c"] }}
+spend = {{ bounds = [0, 10] }}
+flag = {{ bounds = [0, 1] }}
+
 [datasets.big]
 source = "big.parquet"
 privacy_unit = "user"
@@ -59,6 +70,8 @@ def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, 
     rng = np.random.default_rng(3)
     pd.DataFrame({"user": np.arange(BIG_ROWS), "shop": rng.choice(["a", "b", "c"], BIG_ROWS),
                   "spend": rng.uniform(0, 10, BIG_ROWS)}).to_parquet(root / "big.parquet", index=False)
+    visits = pd.read_csv(root / "visits.csv")  # and one more user: a neighbouring table
+    pd.concat([visits, visits.tail(1).assign(user=10**6)]).to_csv(root / "visit2.csv", index=False)
     config.write_text(config.read_text() + EXTRA)
     s = serve(config)
     yield s, add_analyst(config, "mallory")
@@ -106,6 +119,18 @@ def test_a_costly_request_is_refused_before_it_runs_or_spends(limited: tuple[Ser
     message = r.json()["error"]["message"]
     assert "the service allows at most" in message and "limits." in message
     assert spent(http) == before
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_a_refusal_for_cost_is_the_same_on_a_neighbouring_table(limited: tuple[Server, str],
+                                                                name: str) -> None:
+    server, token = limited
+    http = server.client(token, timeout=20)
+    body = json.loads(json.dumps(HOSTILE[name]).replace('"visits"', '"visit2"').replace(
+        "FROM visits", "FROM visit2"))
+    answers = [http.post("/v1/releases", json=b) for b in (HOSTILE[name], body)]
+    assert [(r.status_code, r.json()["error"]) for r in answers] == \
+        [(answers[0].status_code, answers[0].json()["error"])] * 2
 
 
 def test_ten_thousand_holdout_queries_are_refused_before_any_is_answered(limited: tuple[Server, str]) -> None:
