@@ -21,6 +21,10 @@ text-align:right}th{background:#f3f3f3}pre{white-space:pre-wrap;background:#f8f8
 .note{color:#555;font-size:13px}.warn{background:#fdecea;border:2px solid #c62828;padding:.6em}"""
 
 
+# Columns of one aggregate (a histogram's bins) drawn in colours of their own, up to this many.
+MAX_COLOURED = 20
+
+
 def _plot(release: Release, name: str) -> str:
     """One aggregate across groups with its intervals as error bars, as a base64 PNG."""
     import matplotlib
@@ -33,12 +37,16 @@ def _plot(release: Release, name: str) -> str:
     labels = _labels(release)
     fig, ax = plt.subplots(figsize=(7, 0.35 * max(len(labels), 4) + 1.2))
     y = np.arange(len(labels))
-    for j in range(value.shape[1]):
-        off = (j - (value.shape[1] - 1) / 2) * 0.8 / value.shape[1]
-        # Bars are never negative, whatever the estimate (matplotlib refuses negative xerr).
-        below = np.nan_to_num(np.maximum(value[:, j] - low[:, j], 0.0))
-        above = np.nan_to_num(np.maximum(high[:, j] - value[:, j], 0.0))
-        ax.errorbar(value[:, j], y + off, xerr=[below, above], fmt="o", ms=3, capsize=2)
+    k = value.shape[1]
+    # Each column (a histogram's bin) beside the others in its group's row; bars are never
+    # negative, whatever the estimate (matplotlib refuses negative xerr).
+    ys = y[:, None] + (np.arange(k) - (k - 1) / 2) * 0.8 / k
+    below = np.nan_to_num(np.maximum(value - low, 0.0))
+    above = np.nan_to_num(np.maximum(high - value, 0.0))
+    # A colour per column when they are few; one call for many (a call per bin: 48 s for 10,000).
+    for j in [slice(j, j + 1) for j in range(k)] if k <= MAX_COLOURED else [slice(None)]:
+        ax.errorbar(value[:, j].ravel(), ys[:, j].ravel(), xerr=[below[:, j].ravel(), above[:, j].ravel()],
+                    fmt="o", ms=3, capsize=2)
     ax.set_yticks(y, labels)
     ax.set_ylabel(", ".join(map(str, release.keys.columns)))
     ax.set_title(f"{name} = {release.describe(name)} (bars: {1 - release.alpha:.0%} intervals)", fontsize=10)
