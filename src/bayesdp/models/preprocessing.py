@@ -44,7 +44,7 @@ class StandardScaler(PrivateMixin, OneToOneFeatureMixin, TransformerMixin, BaseE
         X = checked_X(self, X, reset=True)
         bounds = feature_bounds(self.bounds, X)
         guarantee = Guarantee(eps)
-        rng = self._spend(guarantee)
+        guarantee, rng = self._spend(guarantee)
         m = noisy_moments(
             X, np.zeros(X.shape[0], dtype=np.int64), 1, bounds, eps, rng, variances=self.with_std
         )
