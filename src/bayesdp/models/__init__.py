@@ -6,19 +6,23 @@ from bayesdp.models.decomposition import PCA
 from bayesdp.models.linear import LinearRegression
 from bayesdp.models.logistic import LogisticRegression
 from bayesdp.models.naive_bayes import CategoricalNB, GaussianNB
+from bayesdp.models.pipeline import ClippingWarning, Pipeline, make_pipeline
 from bayesdp.models.preprocessing import StandardScaler
 from bayesdp.models.selection import Labelled, Selection, select
 
 __all__ = [
     "PCA",
     "CategoricalNB",
+    "ClippingWarning",
     "GaussianNB",
     "KMeans",
     "Labelled",
     "LinearRegression",
     "LogisticRegression",
+    "Pipeline",
     "PrivacyLeakWarning",
     "Selection",
     "StandardScaler",
+    "make_pipeline",
     "select",
 ]
