@@ -8,7 +8,7 @@ from bayesdp.models.logistic import LogisticRegression
 from bayesdp.models.naive_bayes import CategoricalNB, GaussianNB
 from bayesdp.models.pipeline import ClippingWarning, Pipeline, make_pipeline
 from bayesdp.models.preprocessing import StandardScaler
-from bayesdp.models.selection import Labelled, Selection, select
+from bayesdp.models.selection import Labelled, Search, Selection, search, select
 
 __all__ = [
     "PCA",
@@ -21,8 +21,10 @@ __all__ = [
     "LogisticRegression",
     "Pipeline",
     "PrivacyLeakWarning",
+    "Search",
     "Selection",
     "StandardScaler",
     "make_pipeline",
+    "search",
     "select",
 ]
