@@ -8,6 +8,7 @@ from bayesdp.models.logistic import LogisticRegression
 from bayesdp.models.naive_bayes import CategoricalNB, GaussianNB
 from bayesdp.models.pipeline import ClippingWarning, Pipeline, make_pipeline
 from bayesdp.models.preprocessing import StandardScaler
+from bayesdp.models.scoring import Score, accuracy
 from bayesdp.models.selection import Labelled, Search, Selection, search, select
 
 __all__ = [
@@ -21,9 +22,11 @@ __all__ = [
     "LogisticRegression",
     "Pipeline",
     "PrivacyLeakWarning",
+    "Score",
     "Search",
     "Selection",
     "StandardScaler",
+    "accuracy",
     "make_pipeline",
     "search",
     "select",
