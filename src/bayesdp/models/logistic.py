@@ -70,10 +70,10 @@ def gamma_norm_noise(d: int, beta: float, rng: Rng) -> tuple[np.ndarray, float]:
 def jacobian_epsilon(n: int, ridge: float) -> float:
     """ln(1 + c/(nΛ)): the Jacobian's share of ε in objective perturbation (CMS 2011, Thm 9, tightened).
 
-    At a common output f the two Jacobians are M + a·uuᵀ and M + a'·vvᵀ with M ⪰ nΛI (the other
-    rows and the ridge) and 0 <= a, a' <= c, ‖u‖, ‖v‖ <= 1 (a GLM loss has a rank-one Hessian).
-    By the matrix determinant lemma their determinants are det M·(1 + a·uᵀM⁻¹u) and
-    det M·(1 + a'·vᵀM⁻¹v), so their ratio is at most 1 + c/(nΛ); CMS bound it by (1 + c/(nΛ))².
+    At a common output f the two Jacobians are M and M + a·uuᵀ (one row added) with M ⪰ nΛI (the
+    other rows and the ridge), 0 <= a <= c and ‖u‖ <= 1 (a GLM loss has a rank-one Hessian). By
+    the matrix determinant lemma det(M + a·uuᵀ) = det M·(1 + a·uᵀM⁻¹u), so their ratio is in
+    [1, 1 + c/(nΛ)]; CMS bound the replace-one ratio by (1 + c/(nΛ))².
     """
     return math.log1p(C_LOGISTIC / (n * ridge))
 
