@@ -50,5 +50,7 @@ def test_search_takes_only_private_classifiers() -> None:
     x, y = data(200)
     with pytest.raises(InvalidParameter, match="candidates"):
         search([LinearRegression(bounds_X=(0, 1), bounds_y=(0, 1))], x, y, epsilon=1.0)
+    with pytest.raises(InvalidParameter, match="candidates"):
+        search(["not a model"], x, y, epsilon=1.0)
     with pytest.raises(InvalidParameter, match="epsilon"):
         search(candidates(), x, y, epsilon=0)

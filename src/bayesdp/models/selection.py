@@ -126,9 +126,10 @@ def search(
     score is reported (report-noisy-max releases only the index).
     """
     eps = check_positive("epsilon", epsilon)
-    models = [clone(m).set_params(ledger=None) for m in candidates]
-    if not models or not all(is_classifier(m) and isinstance(m, PrivateMixin) for m in models):
+    given = list(candidates)
+    if not given or not all(is_classifier(m) and isinstance(m, PrivateMixin) for m in given):
         raise invalid("candidates", candidates, "a non-empty sequence of bayesdp classifiers")
+    models = [clone(m).set_params(ledger=None) for m in given]
     X, y = np.asarray(X), np.asarray(y)
     if len(X) != len(y):
         raise DataError(f"search: X has {len(X)} rows but y has {len(y)}")
@@ -147,7 +148,7 @@ def search(
     valid = part == len(models)
     correct = np.array([float((m.predict(X[valid]) == y[valid]).sum()) for m in models])
     best = chooser.select_index(correct, rng=gen)
-    chosen = clone(candidates[best]).set_params(ledger=None, rng=streams[-1]).fit(X, y)
+    chosen = clone(given[best]).set_params(ledger=None, rng=streams[-1]).fit(X, y)
     if chosen.guarantee != costs[best]:  # every guarantee is a function of public parameters
         raise AssertionError("a refit's guarantee differs from the candidate's")
     return Search(chosen, index=best, guarantee=total)
