@@ -127,7 +127,7 @@ def search(
     """
     eps = check_positive("epsilon", epsilon)
     given = list(candidates)
-    if not given or not all(is_classifier(m) and isinstance(m, PrivateMixin) for m in given):
+    if not given or not all(isinstance(m, PrivateMixin) and is_classifier(m) for m in given):
         raise invalid("candidates", candidates, "a non-empty sequence of bayesdp classifiers")
     models = [clone(m).set_params(ledger=None) for m in given]
     X, y = np.asarray(X), np.asarray(y)
