@@ -20,7 +20,6 @@ import pandas as pd
 from sqlglot import exp
 
 from bayesdp import tables
-from bayesdp.commands.release import RELEASE_KEYS, build, check_spec
 from bayesdp.errors import CuratorWarning, DataError, InvalidParameter, invalid
 from bayesdp.expressions import fold, resolve_column, row_expression
 from bayesdp.holdout import ReusableHoldout, table_means
@@ -32,6 +31,7 @@ from bayesdp.serve.wire import guarantee_json, plain, release_json
 from bayesdp.sql import Translation, release_translation, translate
 from bayesdp.sql.translate import parse
 from bayesdp.tables.source import engine_for
+from bayesdp.tables.spec import RELEASE_KEYS, build, check_spec
 
 
 class AuditedLedger:
