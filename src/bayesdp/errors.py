@@ -74,7 +74,7 @@ def check_finite(name: str, value: Any) -> float:
         raise invalid(name, value, "a finite number (not text or a boolean)")
     try:
         x = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond a float's range
         raise invalid(name, value, "a finite number") from None
     if not math.isfinite(x):
         raise invalid(name, value, "a finite number")
