@@ -54,6 +54,10 @@ class LedgerError(BayesdpError):
     """A ledger file is missing, corrupt, unwritable, stale, or not a bayesdp ledger."""
 
 
+class DiskFull(LedgerError):
+    """The disk holding a ledger or a service's records is full: nothing was written."""
+
+
 class ResourceError(BayesdpError, MemoryError):
     """The engine ran out of memory or disk; the message says which limit to raise or where to spill."""
 
