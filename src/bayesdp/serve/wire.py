@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bayesdp.commands.release import aggregate
 from bayesdp.privacy import Guarantee
 from bayesdp.tables import Release
 from bayesdp.tables.estimate import Estimate
 from bayesdp.tables.plan import Plan, make_plan
+from bayesdp.tables.spec import aggregate
 
 
 def plain(x: Any) -> Any:
