@@ -25,6 +25,7 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, PlainT
 from starlette.routing import Route
 
 from bayesdp.errors import BayesdpError, BudgetExceeded, DiskFull, InvalidParameter, LedgerError
+from bayesdp.jsonable import guarantee_json
 from bayesdp.report import write_release_report
 from bayesdp.serve.auth import Gate, RateLimiter, Refused
 from bayesdp.serve.body import parse_body
@@ -32,7 +33,7 @@ from bayesdp.serve.config import Config
 from bayesdp.serve.openapi import docs_page, openapi_schema
 from bayesdp.serve.service import AuditedLedger, DatasetNotFound, Service
 from bayesdp.serve.state import UNWRITABLE, Analyst, State
-from bayesdp.serve.wire import guarantee_json, release_from_json
+from bayesdp.serve.wire import release_from_json
 from bayesdp.sql import SqlError
 
 log = logging.getLogger("bayesdp.serve")

@@ -30,11 +30,12 @@ from bayesdp.errors import (
 )
 from bayesdp.expressions import fold, resolve_column, row_expression
 from bayesdp.holdout import ReusableHoldout, table_means
+from bayesdp.jsonable import guarantee_json, plain
 from bayesdp.privacy import Ledger, Spend
 from bayesdp.serve.config import Config, Dataset, Holdout
 from bayesdp.serve.schema import check_columns
 from bayesdp.serve.state import State
-from bayesdp.serve.wire import guarantee_json, plain, release_json
+from bayesdp.serve.wire import release_json
 from bayesdp.sql import Translation, release_translation, translate
 from bayesdp.sql.translate import parse
 from bayesdp.tables.source import engine_for

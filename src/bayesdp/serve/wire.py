@@ -8,13 +8,13 @@ used. No exact diagnostic is ever part of it.
 
 from __future__ import annotations
 
-import math
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from bayesdp.jsonable import guarantee_json, plain
 from bayesdp.privacy import Guarantee
 from bayesdp.tables import Release
 from bayesdp.tables.estimate import Estimate
@@ -22,22 +22,8 @@ from bayesdp.tables.plan import Plan, make_plan
 from bayesdp.tables.spec import aggregate
 
 
-def plain(x: Any) -> Any:
-    """A JSON-safe Python value: numpy scalars unwrapped, NaN and infinities as None."""
-    if isinstance(x, np.generic):
-        x = x.item()
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
-
-
 def _array(a: np.ndarray) -> list[Any]:
     return [plain(v) if np.ndim(v) == 0 else _array(v) for v in np.asarray(a, dtype=np.float64)]
-
-
-def guarantee_json(g: Guarantee) -> dict[str, Any]:
-    return {"epsilon": g.epsilon, "delta": g.delta, "rho": g.rho, "relation": g.relation,
-            "unit": g.unit, "text": str(g)}
 
 
 def guarantee_from_json(g: dict[str, Any]) -> Guarantee:
