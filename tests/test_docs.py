@@ -74,5 +74,5 @@ def test_collector_requires_the_images_a_page_shows(tmp_path: Path) -> None:
     page.write_text("![a plot](plot.png)\n\n```python\nx = 1\n```\n", encoding="utf-8")
     work = tmp_path / "work"
     work.mkdir()
-    with pytest.raises(AssertionError, match="did not write plot.png"):
+    with pytest.raises(AssertionError, match=r"did not write plot\.png"):
         _runner().run_page(page, work)

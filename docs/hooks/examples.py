@@ -79,7 +79,7 @@ def run_page(page: Path, workdir: Path) -> None:
         for block in blocks(page.read_text(encoding="utf-8")):
             printed = io.StringIO()
             with contextlib.redirect_stdout(printed):
-                exec(compile(block.code, f"{page}:{block.line}", "exec"), namespace)  # noqa: S102
+                exec(compile(block.code, f"{page}:{block.line}", "exec"), namespace)
             if block.expected is not None and _normalise(printed.getvalue()) != _normalise(block.expected):
                 raise AssertionError(f"{page}:{block.line}: the block printed\n{printed.getvalue()}\n"
                                      f"but the page shows\n{block.expected}")
