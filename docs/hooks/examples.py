@@ -23,6 +23,7 @@ FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<info>[^`\n]*)\n(?P<body>.*?)^(?P=
                    re.MULTILINE | re.DOTALL)
 OUTPUT_INFO = 'text title="Output"'
 IMAGE = re.compile(r"!\[[^\]]*\]\((?P<name>[\w.-]+\.(?:png|svg))\)")
+CODE_SPAN = re.compile(r"(`+).+?\1")
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,8 @@ def blocks(text: str) -> list[Block]:
 
 def generated_images(page: Path) -> list[str]:
     """File names of the images the page shows that its code must write (not files in docs/)."""
-    names = dict.fromkeys(m["name"] for m in IMAGE.finditer(page.read_text(encoding="utf-8")))
+    prose = CODE_SPAN.sub("", FENCE.sub("", page.read_text(encoding="utf-8")))  # links in code are shown
+    names = dict.fromkeys(m["name"] for m in IMAGE.finditer(prose))
     return [name for name in names if not (page.parent / name).exists()]
 
 
