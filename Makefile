@@ -19,7 +19,7 @@ serve-demo: $(STAMP)
 	$(BIN)/bayesdp serve --demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff check src tests bench examples docs/hooks
 	$(BIN)/mypy
 
 test: lint

@@ -1,6 +1,6 @@
 """Every ```python block of the documentation runs as written, and prints what the page shows.
 
-The collector is docs/hooks/examples.py, shared with the site build (which runs the pages that
+The collector is docs/hooks/page_code.py, shared with the site build (which runs the pages that
 draw plots): blocks in order, one namespace per page, a fresh temporary directory as the working
 directory, output compared where a ```` ```text title="Output" ```` block follows. It is ours
 rather than pytest-markdown-docs because the build needs the same runner to write the plots
@@ -28,9 +28,9 @@ PAGES = [
 
 
 def _runner():  # docs/hooks is not a package: load the module by path, once
-    name = "bayesdp_docs_examples"
+    name = "bayesdp_docs_page_code"
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, DOCS / "hooks" / "examples.py")
+        spec = importlib.util.spec_from_file_location(name, DOCS / "hooks" / "page_code.py")
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module

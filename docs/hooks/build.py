@@ -1,6 +1,6 @@
 """MkDocs hooks: pages made during the build, so they are never stale.
 
-- Plots: a page that links to an image its code writes (`examples.generated_images`) is run
+- Plots: a page that links to an image its code writes (`page_code.generated_images`) is run
   in a temporary directory and the images it wrote are added next to it.
 - The CLI reference (reference/cli.md): the `--help` of `bayesdp` and of each sub-command.
 """
@@ -14,9 +14,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from examples import generated_images, run_page
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
+from page_code import generated_images, run_page
 
 CLI_PAGE = "reference/cli.md"
 
