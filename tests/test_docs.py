@@ -23,6 +23,7 @@ PAGES = [
     "docs/index.md",
     "docs/getting-started.md",
     "docs/tutorials/epsilon.md",
+    "docs/tutorials/table-statistics.md",
     "docs/contributing.md",
 ]
 
