@@ -25,6 +25,7 @@ PAGES = [
     "docs/tutorials/epsilon.md",
     "docs/tutorials/table-statistics.md",
     "docs/tutorials/synthetic-data.md",
+    "docs/tutorials/correlated.md",
     "docs/how-to/audit.md",
     "docs/contributing.md",
 ]
