@@ -26,6 +26,7 @@ PAGES = [
     "docs/tutorials/table-statistics.md",
     "docs/tutorials/synthetic-data.md",
     "docs/tutorials/correlated.md",
+    "docs/tutorials/reusable-holdout.md",
     "docs/how-to/audit.md",
     "docs/contributing.md",
 ]
