@@ -24,6 +24,7 @@ PAGES = [
     "docs/getting-started.md",
     "docs/tutorials/epsilon.md",
     "docs/tutorials/table-statistics.md",
+    "docs/tutorials/sql.md",
     "docs/tutorials/synthetic-data.md",
     "docs/tutorials/correlated.md",
     "docs/tutorials/reusable-holdout.md",
