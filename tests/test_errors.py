@@ -10,6 +10,9 @@ from bayesdp.errors import (
     InvalidParameter,
     LedgerError,
     ResourceError,
+    check_delta,
+    check_finite,
+    check_positive,
     invalid,
 )
 
@@ -47,3 +50,9 @@ def test_resource_error_is_a_memory_error_and_a_bayesdp_error():
     exc = ResourceError("the engine ran out of memory", private_detail="Out of Memory Error: 1 GiB")
     assert isinstance(exc, MemoryError)
     assert isinstance(exc, BayesdpError)
+
+
+@pytest.mark.parametrize("check", [check_finite, check_positive, check_delta])
+def test_an_integer_beyond_a_float_is_refused_by_name(check):
+    with pytest.raises(InvalidParameter, match="epsilon="):
+        check("epsilon", 10**400)

@@ -123,3 +123,28 @@ def test_reports_sit_on_top():
     above = ("bayesdp.report", "bayesdp.commands", "bayesdp.serve", "bayesdp.cli")
     importers = {m for m, deps in import_graph().items() if any(d.startswith("bayesdp.report") for d in deps)}
     assert {m for m in importers if not m.startswith(above) and m != "bayesdp"} == set()
+
+
+def upward(graph: dict[str, set[str]], above: tuple[str, ...]) -> dict[str, list[str]]:
+    """Modules outside the layers `above` that import one of their modules."""
+    found = {m: sorted(d for d in deps if d.startswith(above))
+             for m, deps in graph.items() if not m.startswith(above)}
+    return {m: d for m, d in found.items() if d}
+
+
+def test_the_layer_check_finds_an_upward_import(tmp_path):
+    pkg = tmp_path / "bayesdp"
+    (pkg / "serve").mkdir(parents=True)
+    (pkg / "commands").mkdir()
+    for init in (pkg, pkg / "serve", pkg / "commands"):
+        (init / "__init__.py").write_text("")
+    (pkg / "commands" / "release.py").write_text("def build(): pass\n")
+    (pkg / "serve" / "service.py").write_text("def f():\n    from bayesdp.commands.release import build\n")
+    assert upward(import_graph(pkg), ("bayesdp.commands",)) == {
+        "bayesdp.serve.service": ["bayesdp.commands.release"]}
+
+
+def test_only_the_command_line_imports_the_command_line():
+    """commands/ and cli.py sit on top: the service and the library never import them (the
+    service parses specs through `bayesdp.tables.spec`, as the command line does)."""
+    assert upward(import_graph(), ("bayesdp.commands", "bayesdp.cli", "bayesdp.__main__")) == {}

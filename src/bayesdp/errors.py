@@ -54,6 +54,10 @@ class LedgerError(BayesdpError):
     """A ledger file is missing, corrupt, unwritable, stale, or not a bayesdp ledger."""
 
 
+class DiskFull(LedgerError):
+    """The disk holding a ledger or a service's records is full: nothing was written."""
+
+
 class ResourceError(BayesdpError, MemoryError):
     """The engine ran out of memory or disk; the message says which limit to raise or where to spill."""
 
@@ -74,7 +78,7 @@ def check_finite(name: str, value: Any) -> float:
         raise invalid(name, value, "a finite number (not text or a boolean)")
     try:
         x = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond a float's range
         raise invalid(name, value, "a finite number") from None
     if not math.isfinite(x):
         raise invalid(name, value, "a finite number")

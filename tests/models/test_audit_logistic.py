@@ -1,12 +1,12 @@
 """Objective-perturbation logistic regression, audited end to end at the ε it claims.
 
-Each run fits the estimator on one of two neighbouring label vectors (one row's label replaced,
-the relation its guarantee states) and releases its coefficient; `bdp.audit` picks a threshold
+Each run fits the estimator on one of two neighbouring data sets (one row removed, the
+add/remove relation its guarantee states) and releases its coefficient; `bdp.audit` picks a threshold
 event on separate runs and bounds ε by Clopper–Pearson on fresh ones. The guarantee's δ is the
 noise sampler's total variation (about 1e-12 here), far below what these runs can see, so the
 audit checks the pure ε claim. Each assertion fails falsely with probability at most α = 1e-6.
 
-One coefficient of four rows keeps a fit near a millisecond. The noise is the estimator's own
+One coefficient of at most four rows keeps a fit near a millisecond. The noise is the estimator's own
 `gamma_norm_noise` on the audit's seeded generator, its `standard_normals` drawn for all runs in
 one call and handed out in order (the same i.i.d. law): one call of the exact sampler costs
 about a millisecond.
@@ -26,9 +26,8 @@ from bayesdp.audit import AuditResult, Event, audit
 from bayesdp.models import LogisticRegression, logistic
 
 ALPHA = 1e-6
-X = np.ones((4, 1))
-D0, D1 = np.array([1, 1, 1, 1]), np.array([1, 1, 1, 0])
-THRESHOLDS = [Event(f"coefficient > {t:g}", contains=lambda v, t=t: v > t) for t in np.arange(-4.0, 8.5, 0.5)]
+D0, D1 = np.array([1, 1, 1, 0]), np.array([1, 1, 1])  # labels of rows x = 1; D1 lacks the 0
+THRESHOLDS = [Event(f"coefficient > {t:g}", contains=lambda v, t=t: v > t) for t in np.arange(-4, 8.5, 0.25)]
 
 
 def run_audit(monkeypatch: pytest.MonkeyPatch, C: float, shrink: float = 1.0) -> AuditResult:
@@ -44,7 +43,8 @@ def run_audit(monkeypatch: pytest.MonkeyPatch, C: float, shrink: float = 1.0) ->
         noise = lambda d, beta, _rng: real_noise(d, beta * shrink, rng)  # noqa: E731
         monkeypatch.setattr(logistic, "gamma_norm_noise", noise)
         try:
-            return np.array([est.fit(X, labels).coef_[0, 0] for _ in range(size)])
+            x = np.ones((labels.size, 1))
+            return np.array([est.fit(x, labels).coef_[0, 0] for _ in range(size)])
         finally:
             monkeypatch.setattr(logistic, "standard_normals", real)
             monkeypatch.setattr(logistic, "gamma_norm_noise", real_noise)
@@ -67,7 +67,7 @@ def test_the_audit_catches_noise_too_small() -> None:
     """The audit has power: it fails a noise norm 16x too small."""
     with pytest.MonkeyPatch.context() as mp:
         result = run_audit(mp, 1.0, shrink=16.0)
-    # The true ε is then about 16·ε'/2 ≈ 6 on this pair (gradient moves by 1, not the bound 2); at
+    # The noise's β is then 16ε' >= 8 while the gradient moves by up to 1 on this pair; at
     # 600 runs the event "coefficient > 1" has probabilities near 0.68 and 0.01, whose Clopper–Pearson
     # bounds at α = 1e-6 still give ε >= 2.
     assert not result.passed and result.epsilon_lower > 2, str(result)

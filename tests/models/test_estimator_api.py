@@ -46,11 +46,8 @@ def xy(n: int = 400) -> tuple[np.ndarray, np.ndarray]:
 @pytest.mark.parametrize(("cls", "public"), PUBLIC, ids=IDS)
 def test_spends_before_the_model_is_usable(tmp_path: Any, cls: Any, public: dict[str, Any]) -> None:
     x, y = xy()
-    ledger = bdp.Ledger(tmp_path / "budget.db", budget=bdp.Guarantee(1.5, delta=1e-5, relation="replace_one"))
+    ledger = bdp.Ledger(tmp_path / "budget.db", budget=bdp.Guarantee(1.5, delta=1e-5))
     est = cls(epsilon=1.0, ledger=ledger, **public)
-    if isinstance(est, StandardScaler | GaussianNB | CategoricalNB | KMeans | LinearRegression | PCA):
-        ledger = bdp.Ledger(tmp_path / "add.db", budget=bdp.Guarantee(1.5, delta=1e-5))
-        est.set_params(ledger=ledger)
     est.fit(x, y)
     assert ledger.history()[-1].guarantee == est.guarantee
     assert ledger.history()[-1].label == f"fit {cls.__name__}"
@@ -60,6 +57,31 @@ def test_spends_before_the_model_is_usable(tmp_path: Any, cls: Any, public: dict
     with pytest.raises(NotFittedError):
         (second.transform if hasattr(second, "transform") else second.predict)(x)
     assert len(ledger.history()) == 1
+
+
+def test_one_add_remove_ledger_serves_every_estimator(tmp_path: Any) -> None:
+    """Every estimator states add/remove neighbours, the default relation of a ledger."""
+    x, y = xy()
+    ledger = bdp.Ledger(tmp_path / "budget.db", budget=bdp.Guarantee(7.0, delta=1e-4))
+    for cls, public in PUBLIC:
+        est = cls(epsilon=1.0, ledger=ledger, rng=bdp.rng_for_tests(1), **public).fit(x, y)
+        assert est.guarantee.relation == "add_remove"
+    assert [s.label for s in ledger.history()] == [f"fit {cls.__name__}" for cls, _ in PUBLIC]
+    assert ledger.spent().epsilon == pytest.approx(7.0)
+
+
+@pytest.mark.parametrize(("cls", "public"), PUBLIC, ids=IDS)
+def test_a_replace_one_ledger_receives_the_restated_guarantee(
+    tmp_path: Any, cls: Any, public: dict[str, Any]
+) -> None:
+    """Add/remove (ε, δ) restates as replace-one (2ε, (1 + e^ε)δ) (Dwork 2006, Remark 2.1)."""
+    x, y = xy()
+    ledger = bdp.Ledger(tmp_path / "budget.db", budget=bdp.Guarantee(2.5, delta=1e-4, relation="replace_one"))
+    est = cls(epsilon=1.0, ledger=ledger, rng=bdp.rng_for_tests(1), **public).fit(x, y)
+    alone = clone(est).set_params(ledger=None).fit(x, y).guarantee
+    assert alone.relation == "add_remove"
+    assert est.guarantee == alone.to_relation("replace_one") == ledger.history()[-1].guarantee
+    assert est.guarantee.epsilon == pytest.approx(2.0)
 
 
 @pytest.mark.parametrize(("cls", "public"), PUBLIC, ids=IDS)
@@ -97,9 +119,8 @@ def test_pipeline_and_clone_keep_the_guarantee() -> None:
     ).fit(x, y)
     assert pipe.predict(x).shape == (2000,)
     scaler, logistic = (step.guarantee for _, step in pipe.steps)
-    # the scaler's add/remove ε restates as 2ε for replace-one, the logistic regression's relation
-    total = scaler.to_relation("replace_one") + logistic
-    assert (total.epsilon, total.relation) == (pytest.approx(1.5), "replace_one")
+    total = scaler + logistic
+    assert (total.epsilon, total.relation) == (pytest.approx(1.0), "add_remove")
     again = clone(pipe).fit(x, y)
     np.testing.assert_array_equal(again.predict_proba(x), pipe.predict_proba(x))  # seeded: reproducible
 

@@ -1,7 +1,7 @@
 """Exact sensitivity of every release the estimators make, and the law of objective perturbation's noise.
 
 The mechanisms are replaced by recorders that return their input, so a fit on a data set and on
-its neighbour (one extreme row added, or one row replaced for LogisticRegression) exposes the
+its neighbour (one extreme row added) exposes the
 exact statistics each mechanism would have noised; their difference must stay within the
 sensitivity the mechanism was calibrated to (L1 for Laplace, L2 for the Gaussian). A fit that
 understated a sensitivity (a missing row-norm factor, a forgotten statistic) fails here.
@@ -105,25 +105,31 @@ def test_categorical_counts_within_sensitivity(monkeypatch: pytest.MonkeyPatch) 
 
 
 @pytest.mark.parametrize(
-    ("replacement", "C"),
-    [(np.full(4, 9.0), 0.5), (np.array([-5.0, 0.0, 5.0, 0.0]), 0.5), (np.full(4, 9.0), None)],
+    ("added", "label", "C"),
+    [
+        (np.full(4, 9.0), 1, 0.5),
+        (np.array([-5.0, 0.0, 5.0, 0.0]), 0, 0.5),
+        (np.full(4, 9.0), 0, 50.0),
+        (np.full(4, 9.0), 1, None),
+    ],
 )
-def test_output_perturbation_minimiser_moves_at_most_2C(
-    monkeypatch: pytest.MonkeyPatch, replacement: np.ndarray, C: float | None
+@pytest.mark.parametrize("delta", [0.0, 1e-6])
+def test_output_perturbation_minimiser_moves_at_most_C(
+    monkeypatch: pytest.MonkeyPatch, added: np.ndarray, label: int, C: float | None, delta: float
 ) -> None:
-    """Chaudhuri et al. 2011, Cor. 8: replacing one row moves the regularised minimiser by <= 2/(nΛ) = 2C.
+    """Chaudhuri et al. 2011, Lemma 7: adding one row moves the minimiser of Σℓ + ‖f‖²/(2C) by <= C.
 
-    C=None is C = 1 for output perturbation (its ridge is not set by ε).
+    C=None is `output_C`; L1 sensitivity √p·C for Laplace (delta = 0), L2 C for the Gaussian.
     """
     rec = Recorder(monkeypatch)
     x, y = data(200)
     y = (y > 0).astype(int)
-    x2, y2 = x.copy(), y.copy()
-    x2[0], y2[0] = replacement, 1 - y[0]
-    est = LogisticRegression(method="output", delta=1e-6, C=C, data_norm=2.0, classes=[0, 1], tol=1e-12)
+    x2, y2 = np.vstack([x, added]), np.append(y, label)
+    est = LogisticRegression(method="output", delta=delta, C=C, data_norm=2.0, classes=[0, 1], tol=1e-12)
     a, b = rec.run(lambda: est.fit(x, y)), rec.run(lambda: est.fit(x2, y2))
     assert_within_sensitivity(a, b)
-    assert a[0][0].sensitivity == pytest.approx(2 * (C or 1.0), rel=1e-5)  # 2C
+    c = est.C_ if C is None else C
+    assert a[0][0].sensitivity == pytest.approx(c * (1.0 if delta else np.sqrt(5)), rel=1e-5)
 
 
 def test_standard_normals_follow_the_normal_law() -> None:
@@ -149,7 +155,7 @@ def test_objective_guarantee_states_the_sampler_total_variation() -> None:
         x, y
     )
     g = est.guarantee
-    assert (g.epsilon, g.relation) == (1.0, "replace_one")
+    assert (g.epsilon, g.relation) == (1.0, "add_remove")
     # three one-vs-rest problems, each (1/3)-DP up to TV p/(4·2^40) with p = 5 (intercept)
     assert g.delta == pytest.approx(3 * (1 + np.exp(1 / 3)) * 5 / (4 * 2.0**40))
 
@@ -190,8 +196,8 @@ def test_objective_noise_leaves_the_jacobian_one_log_factor(
     n, c, share = 400, 0.25, min(0.5, 4 / (features + 1))  # p = features + intercept
     ridge = max(0.0 if C is None else 1 / (n * C), c / (n * np.expm1(share * epsilon)))
     assert ridges == [pytest.approx(ridge, rel=1e-12)]
-    assert betas == [pytest.approx((epsilon - np.log1p(c / (n * ridge))) / 2, rel=1e-12)]
-    assert betas[0] >= (1 - share) * epsilon / 2 * (1 - 1e-12)
+    assert betas == [pytest.approx(epsilon - np.log1p(c / (n * ridge)), rel=1e-12)]
+    assert betas[0] >= (1 - share) * epsilon * (1 - 1e-12)
 
 
 def test_objective_guarantee_at_a_huge_epsilon_caps_delta() -> None:

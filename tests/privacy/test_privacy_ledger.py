@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from bayesdp import errors
 from bayesdp.errors import BudgetExceeded, InvalidParameter, LedgerError
 from bayesdp.privacy import Dependence, Guarantee, Noise, compose, zcdp_epsilon
 from bayesdp.privacy.ledger import Ledger
@@ -444,3 +445,20 @@ def test_a_ledger_keeps_one_dependence_assumption(tmp_path):
     with pytest.raises(InvalidParameter, match="accounting"):
         Ledger(tmp_path / "p.db", budget=budget, accounting="zcdp")
     assert len(reopened.history()) == 1
+
+
+def test_a_full_disk_is_said_so_and_records_nothing(tmp_path):
+    """SQLite rolls back by itself when the disk is full; its error is not hidden behind the
+    failed second ROLLBACK ("cannot rollback - no transaction is active"). The file is capped
+    at its size with max_page_count, which fails as a full disk does (SQLITE_FULL)."""
+    ledger = Ledger(tmp_path / "l.db", budget=Guarantee(100.0))
+    ledger.spend(Guarantee(0.1), "first")
+    with ledger._connect() as conn:
+        conn.execute(f"PRAGMA max_page_count = {conn.execute('PRAGMA page_count').fetchone()[0]}")
+    with pytest.raises(LedgerError, match="the disk is full; nothing was spent") as info:
+        for i in range(1000):
+            ledger.spend(Guarantee(0.01), "x" * 2000 + str(i))
+    assert isinstance(info.value, errors.DiskFull)
+    spent = len(ledger.history())
+    ledger.close()
+    assert len(Ledger(tmp_path / "l.db").history()) == spent

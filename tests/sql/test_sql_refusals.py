@@ -67,6 +67,21 @@ REFUSED = [
     ("SELECT COUNT(*) FROM events WHERE read_csv('x') IS NULL", "table function", "read_csv"),
     ("SELECT campaign, COUNT(*) FROM events GROUP BY campaign ORDER BY 5", "position", "5"),
     ("SELECT COUNT(*), SUM(revenue FROM events", "cannot be read", "FROM"),
+    # Clauses of FROM that change what is read are refused, in both dialects, not ignored.
+    ("SELECT COUNT(*) FROM events TABLESAMPLE 10%", "TABLESAMPLE", "10%"),
+    ("SELECT COUNT(*) FROM events USING SAMPLE 10 ROWS", "TABLESAMPLE", "10"),
+    ("SELECT COUNT(*) FROM events AT (VERSION => 1)", "AT/BEFORE", "1)"),
+    ("SELECT COUNT(*) FROM events AS e(a, b)", "renaming columns", "a, b"),
+    (BQ + "COUNT(*) FROM events TABLESAMPLE SYSTEM (10 PERCENT)", "TABLESAMPLE", "10"),
+    (BQ + "COUNT(*) FROM events FOR SYSTEM_TIME AS OF TIMESTAMP '2020-01-01'", "FOR SYSTEM_TIME",
+     "'2020"),
+    # Nesting that would exhaust Python's stack is refused before anything runs.
+    ("SELECT COUNT(*) FROM events WHERE " + "(" * 100 + "revenue > 1" + ")" * 100, "nested too deeply",
+     "SELECT"),
+    ("SELECT COUNT(*) FROM events WHERE " + "NOT " * 2000 + "revenue > 1", "nested too deeply", "SELECT"),
+    ("SELECT " + " + ".join(["COUNT(*)"] * 1000) + " FROM events", "nested too deeply", "SELECT"),
+    (BQ + "COUNT(*) FROM events WHERE " + "(" * 500 + "revenue > 1" + ")" * 500, "nested too deeply",
+     "SELECT"),
 ]
 
 

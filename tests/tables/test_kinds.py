@@ -8,11 +8,11 @@ import pandas as pd
 import pytest
 
 import bayesdp as bdp
-from bayesdp.commands.release import aggregate
 from bayesdp.mechanisms import Laplace
 from bayesdp.tables.accuracy import one_noise
 from bayesdp.tables.aggregates import CONSTRUCTORS, Noisy
 from bayesdp.tables.estimate import plus_minus
+from bayesdp.tables.spec import aggregate
 from bayesdp.tables.sums import Moments
 
 

@@ -1,7 +1,7 @@
 """`bayesdp release DATA --spec spec.toml`: a private grouped release from a file, with its report.
 
-The spec (TOML) names the privacy unit, the group keys, the aggregates with their bounds and
-the contribution bounds, for example::
+The spec is a TOML file in the format of `bayesdp.tables.spec`: the privacy unit, the group
+keys, the aggregates with their bounds and the contribution bounds, for example::
 
     privacy_unit = "user_id"         # false: each row is a different person
     unit_name = "user"               # optional: what one unit is called in the guarantee
@@ -46,11 +46,7 @@ if TYPE_CHECKING:
     from bayesdp import tables
     from bayesdp.noise import Rng
 
-RELEASE_KEYS = ("epsilon", "delta", "max_groups_per_unit", "max_rows_per_group", "alpha", "noise",
-                 "selection_weight")
 _OUT_FORMATS = (".csv", ".parquet")
-SPEC_KEYS = ("privacy_unit", "unit_name", "group_by", "keys", "where", "aggregates", "label",
-             *RELEASE_KEYS)
 
 
 def register(sub: Any) -> None:
@@ -82,6 +78,8 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
 
 
 def load_spec(path: str) -> dict[str, Any]:
+    from bayesdp.tables.spec import check_spec
+
     try:
         spec = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
@@ -89,52 +87,10 @@ def load_spec(path: str) -> dict[str, Any]:
     return check_spec(spec, f"the spec {path!r}")
 
 
-def check_spec(spec: dict[str, Any], where: str) -> dict[str, Any]:
-    """A parsed spec (TOML here, JSON in the service), with its keys checked; `where` names it."""
-    unknown = sorted(set(spec) - set(SPEC_KEYS))
-    if unknown:
-        raise DataError(f"unknown key(s) {unknown} in {where}; allowed: {list(SPEC_KEYS)}")
-    unit = spec.get("privacy_unit")
-    if not (isinstance(unit, str) or unit is False):
-        raise DataError(f"{where} must name the privacy_unit column, or set "
-                        "privacy_unit = false when each row is a different person")
-    if not isinstance(spec.get("aggregates"), dict) or not spec["aggregates"]:
-        raise DataError(f"{where} needs an [aggregates] table, e.g. n = {{ kind = \"count\" }}")
-    return spec
-
-
-def aggregate(name: str, item: Any) -> tables.Aggregate:
-    """One [aggregates] entry as an Aggregate."""
-    from bayesdp.tables.aggregates import CONSTRUCTORS
-
-    if not isinstance(item, dict) or item.get("kind") not in CONSTRUCTORS:
-        raise invalid(f"aggregates.{name}", item, f"a table with kind one of {tuple(CONSTRUCTORS)}")
-    args = {k: v for k, v in item.items() if k != "kind"}
-    try:
-        agg = CONSTRUCTORS[item["kind"]](**args)
-    except TypeError as exc:
-        raise DataError(f"aggregates.{name}: {exc}") from None
-    return agg
-
-
-def build(data: Any, spec: dict[str, Any], connection: duckdb.DuckDBPyConnection | None = None,
-          engine: str = "duckdb", spark: Any = None) -> tables.Query:
-    from bayesdp import tables
-
-    t = tables.table(data, spec["privacy_unit"] or None, unit_name=spec.get("unit_name"),
-                     connection=connection, engine=engine, spark=spark)
-    where = spec.get("where", [])
-    for cond in [where] if isinstance(where, str) else where:
-        t = t.where(cond)
-    aggs = {n: aggregate(n, item) for n, item in spec["aggregates"].items()}
-    if spec.get("group_by"):
-        return t.group_by(spec["group_by"], keys=spec.get("keys")).agg(**aggs)
-    return t.agg(**aggs)
-
-
 def run(args: argparse.Namespace) -> int:
     from bayesdp.privacy import Ledger
     from bayesdp.tables.engines import connect
+    from bayesdp.tables.spec import RELEASE_KEYS, build
 
     spec = load_spec(args.spec)
     options = {k: spec[k] for k in RELEASE_KEYS if k in spec}

@@ -6,19 +6,28 @@ from bayesdp.models.decomposition import PCA
 from bayesdp.models.linear import LinearRegression
 from bayesdp.models.logistic import LogisticRegression
 from bayesdp.models.naive_bayes import CategoricalNB, GaussianNB
+from bayesdp.models.pipeline import ClippingWarning, Pipeline, make_pipeline
 from bayesdp.models.preprocessing import StandardScaler
-from bayesdp.models.selection import Labelled, Selection, select
+from bayesdp.models.scoring import Score, accuracy
+from bayesdp.models.selection import Labelled, Search, Selection, search, select
 
 __all__ = [
     "PCA",
     "CategoricalNB",
+    "ClippingWarning",
     "GaussianNB",
     "KMeans",
     "Labelled",
     "LinearRegression",
     "LogisticRegression",
+    "Pipeline",
     "PrivacyLeakWarning",
+    "Score",
+    "Search",
     "Selection",
     "StandardScaler",
+    "accuracy",
+    "make_pipeline",
+    "search",
     "select",
 ]

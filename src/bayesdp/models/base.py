@@ -160,17 +160,21 @@ class PrivateMixin:
     rng: Rng | None
     guarantee_: Guarantee
 
-    def _spend(self, guarantee: Guarantee) -> Rng:
-        """Spend `guarantee` (BudgetExceeded leaves the estimator unfitted) and return the noise source.
+    def _spend(self, guarantee: Guarantee) -> tuple[Guarantee, Rng]:
+        """Spend `guarantee` in the ledger's relation (BudgetExceeded leaves the estimator unfitted).
 
+        Returns the guarantee as spent and the noise source. Every estimator states add/remove
+        neighbours; a replace-one ledger receives the restatement (2ε, (1 + e^ε)δ), 4ρ (a
+        replacement is a removal then an addition: Dwork 2006, Remark 2.1, `Guarantee.to_relation`).
         `rng=None` (the default) is a fresh CSPRNG; a seeded generator is for tests only (not private).
         """
         if self.ledger is not None:
             if not isinstance(self.ledger, Ledger):
                 raise invalid("ledger", self.ledger, "None or a bayesdp Ledger")
+            guarantee = guarantee.to_relation(self.ledger.budget.relation)
             self.ledger.spend(guarantee, f"fit {type(self).__name__}")
         # A test generator is copied so that each fit is reproducible, like scikit-learn's random_state.
-        return resolve_rng(copy.deepcopy(self.rng))
+        return guarantee, resolve_rng(copy.deepcopy(self.rng))
 
     @property
     def guarantee(self) -> Guarantee:

@@ -51,7 +51,7 @@ class KMeans(PrivateMixin, ClusterMixin, TransformerMixin, BaseEstimator):
         X = checked_X(self, X, reset=True)
         lo, hi = feature_bounds(self.bounds, X)
         guarantee = Guarantee(eps)
-        rng = self._spend(guarantee)
+        guarantee, rng = self._spend(guarantee)
         centres = _packing(lo, hi, k, rng)
         for _ in range(iters):
             m = noisy_moments(X, _nearest(X, centres), k, (lo, hi), eps / iters, rng, variances=False)

@@ -64,7 +64,7 @@ class PCA(PrivateMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         x = clip_rows(X, norm)
         rho = rho_for(eps, delta)
         guarantee = approx_guarantee(eps, delta, rho)
-        rng = self._spend(guarantee)
+        guarantee, rng = self._spend(guarantee)
         iu = np.triu_indices(d)
         count = gaussian_vector(rho * SHARES[0], 1.0, 1).release(np.array([x.shape[0]]), rng=rng)
         n = max(float(count[0]), 1.0)

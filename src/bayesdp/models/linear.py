@@ -79,7 +79,7 @@ class LinearRegression(PrivateMixin, RegressorMixin, BaseEstimator):
         p = xs.shape[1]
         rho = rho_for(eps, delta)
         guarantee = approx_guarantee(eps, delta, rho)
-        rng = self._spend(guarantee)
+        guarantee, rng = self._spend(guarantee)
         iu = np.triu_indices(p)
         gram = xs.T @ xs
         m_lam = gaussian_vector(rho * SHARES[0], float(p), 1)

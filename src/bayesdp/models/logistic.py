@@ -36,7 +36,7 @@ def jacobian_share(p: int) -> float:
     """The share of ε the Jacobian may take in objective perturbation: min(1/2, 4/p) (CMS 2011, Alg. 2: 1/2).
 
     The ridge c/(n(e^{share·ε} − 1)) costs bias ∝ 1/(share·ε) whatever p, while the noise's norm,
-    Gamma(p, 2/ε'), grows as p/((1 − share)ε): balancing them gives a share ∝ 1/p, for every ε.
+    Gamma(p, 1/ε'), grows as p/((1 − share)ε): balancing them gives a share ∝ 1/p, for every ε.
     The constant 4 was chosen on validation rows carved from the training sets of both bench
     tables (bench/RESULTS.md); the test rows were not read.
     """
@@ -70,10 +70,10 @@ def gamma_norm_noise(d: int, beta: float, rng: Rng) -> tuple[np.ndarray, float]:
 def jacobian_epsilon(n: int, ridge: float) -> float:
     """ln(1 + c/(nΛ)): the Jacobian's share of ε in objective perturbation (CMS 2011, Thm 9, tightened).
 
-    At a common output f the two Jacobians are M + a·uuᵀ and M + a'·vvᵀ with M ⪰ nΛI (the other
-    rows and the ridge) and 0 <= a, a' <= c, ‖u‖, ‖v‖ <= 1 (a GLM loss has a rank-one Hessian).
-    By the matrix determinant lemma their determinants are det M·(1 + a·uᵀM⁻¹u) and
-    det M·(1 + a'·vᵀM⁻¹v), so their ratio is at most 1 + c/(nΛ); CMS bound it by (1 + c/(nΛ))².
+    At a common output f the two Jacobians are M and M + a·uuᵀ (one row added) with M ⪰ nΛI (the
+    other rows and the ridge), 0 <= a <= c and ‖u‖ <= 1 (a GLM loss has a rank-one Hessian). By
+    the matrix determinant lemma det(M + a·uuᵀ) = det M·(1 + a·uᵀM⁻¹u), so their ratio is in
+    [1, 1 + c/(nΛ)]; CMS bound the replace-one ratio by (1 + c/(nΛ))².
     """
     return math.log1p(C_LOGISTIC / (n * ridge))
 
@@ -103,6 +103,18 @@ def _objective(f: np.ndarray, yx: np.ndarray, reg: float, b: np.ndarray) -> tupl
     return float(loss), grad
 
 
+def output_C(epsilon: float, delta: float, p: int) -> float:
+    """The C whose output-perturbation noise has root-mean-square norm 1/2 on p coefficients.
+
+    The noise is Laplace of scale √p·C/ε per coordinate (L1 sensitivity √p·C), E‖η‖² = 2p²C²/ε²,
+    or Gaussian of σ = C/√(2ρ) (ρ-zCDP at L2 sensitivity C; Bun & Steinke 2016, Prop. 1.6),
+    E‖η‖² = pC²/(2ρ): C = ε/(2√2·p), or √(2ρ/p)/2.
+    """
+    if delta == 0:
+        return epsilon / (2 * math.sqrt(2) * p)
+    return math.sqrt(2 * rho_for(epsilon, delta) / p) / 2
+
+
 class LogisticRegression(PrivateMixin, ClassifierMixin, BaseEstimator):
     """ε-DP logistic regression, binary or one-vs-rest (Chaudhuri, Monteleoni & Sarwate 2011).
 
@@ -110,18 +122,32 @@ class LogisticRegression(PrivateMixin, ClassifierMixin, BaseEstimator):
     and divided by √(data_norm² + 1), so ‖x‖ <= 1. The objective is (1/n)Σℓ + (Λ/2)‖f‖² with
     Λ = 1/(nC) on these scaled rows: on the original rows the ridge of scikit-learn's
     C/(data_norm² + 1), which here also applies to the intercept (the Jacobian bound needs it).
-    Neighbours replace one row (n is public, as in the paper).
+
+    Neighbours add or remove one row, the relation of every other bayesdp release, so one ledger
+    serves every estimator (a replace-one ledger receives the restatement 2ε, see `PrivateMixin`).
+    Multiplied by n, the objective is F_D(f) = Σℓ(f; x_i, y_i) + (λ/2)‖f‖² with λ = nΛ' a
+    function of C, ε and p only, never of n (n is private under add/remove). Adding a row z to D
+    adds one term: F_{D+z} = F_D + ℓ(·; z), with ‖∇ℓ(f; z)‖ = |ℓ'|·‖x‖ <= 1 and
+    ∇²ℓ = ℓ''xxᵀ, 0 <= ℓ'' <= c = 1/4 (Chaudhuri et al. 2011, §3.4.1).
 
     - method="objective" (Alg. 2): the ridge is Λ' = max(Λ, c/(n(e^{sε} − 1))), c = 1/4, with
-      s = `jacobian_share`(p) <= 1/2 for p coefficients, so ε' = ε − ln(1 + c/(nΛ')) >= (1 − s)ε
+      s = `jacobian_share`(p) <= 1/2 for p coefficients, so ε' = ε − ln(1 + c/λ) >= (1 − s)ε
       (see `jacobian_epsilon`); C=None (the default) means Λ = 0: only the ridge privacy needs,
-      which shrinks as ε grows. The objective gains b·f/n with b of density ∝ exp(−ε'‖b‖/2)
-      (see `gamma_norm_noise`), so the guarantee is
-      (ε, δ) with δ the sampler's total variation times (1 + e^ε) (a TV-η perturbation of an
-      ε-DP mechanism).
-    - method="output" (Alg. 1): the exact minimiser plus noise of L2 sensitivity 2/(nΛ) = 2C
-      (Cor. 8): Laplace on L1 <= √p·2C when delta = 0, else the discrete Gaussian (zCDP); C=None
-      means C = 1. With scikit-learn's C the sensitivity does not shrink with n: use a small C.
+      which shrinks as ε grows. The released f minimises F_D(f) + b·f with b of density
+      ν(b) ∝ exp(−ε'‖b‖) (see `gamma_norm_noise`). Proof of ε-DP under add/remove (CMS 2011,
+      Thm 9, with one row added instead of one replaced): b = −∇F_D(f) is a bijection (F_D is
+      λ-strongly convex), so f has density ν(−∇F_D(f))·det ∇²F_D(f). On D + z the gradient
+      moves by ∇ℓ(f; z), of norm <= 1, so ν's ratio is within e^{±ε'}; the Hessian gains
+      ℓ''xxᵀ on top of ∇²F_D ⪰ λI, so the determinants' ratio is in [1, 1 + c/λ] (matrix
+      determinant lemma). The densities' ratio is thus within e^{±(ε' + ln(1 + c/λ))} = e^{±ε}.
+      The guarantee is (ε, δ) with δ the sampler's total variation times (1 + e^ε) (a TV-η
+      perturbation of an ε-DP mechanism).
+    - method="output" (Alg. 1): the exact minimiser plus noise of L2 sensitivity 1/λ = C: f_D
+      minimises the λ-strongly convex F_D, and F_{D+z} = F_D + ℓ(·; z) with ‖∇ℓ‖ <= 1, so the
+      minimisers are within 1/λ (CMS 2011, Lemma 7). Laplace on L1 <= √p·C when delta = 0, else
+      the discrete Gaussian (zCDP). C=None means `output_C`: the noise's root-mean-square norm is
+      then 1/2, so (‖x‖ <= 1) no margin x·f moves by more than 1/2 in root mean square. The
+      sensitivity does not shrink with n (it cannot read n): a smaller C trades bias for noise.
 
     With k > 2 classes each one-vs-rest problem gets ε/k (and δ/k): every row is in all k.
     """
@@ -167,20 +193,20 @@ class LogisticRegression(PrivateMixin, ClassifierMixin, BaseEstimator):
         x = scaled_rows(X, norm, scale, self.fit_intercept)
         problems = 1 if labels.size == 2 else labels.size
         n, p = x.shape
-        if c_reg is None:
-            c_reg = math.inf if self.method == "objective" else 1.0
-        lam = 1.0 / (n * c_reg)
         e_k, d_k = eps / problems, delta / problems
+        if c_reg is None:
+            c_reg = math.inf if self.method == "objective" else output_C(e_k, d_k, p)
+        self.C_ = c_reg
+        lam = 1.0 / (n * c_reg)
         if self.method == "objective":
             tv = p / (4 * SIGMA_STEPS)
             guarantee = Guarantee(
                 # (1 + e^50)·tv > 0.5 for any p: the cap keeps exp finite without changing δ.
-                eps, delta=min(problems * (1 + math.exp(min(e_k, 50.0))) * tv + delta, 0.5),
-                relation="replace_one"
+                eps, delta=min(problems * (1 + math.exp(min(e_k, 50.0))) * tv + delta, 0.5)
             )
         else:
-            guarantee = Guarantee(eps, delta=delta, relation="replace_one")
-        rng = self._spend(guarantee)
+            guarantee = Guarantee(eps, delta=delta)
+        guarantee, rng = self._spend(guarantee)
         self._iterations: list[int] = []
         if problems == 1:  # one problem: sign the rows in place rather than copy them
             x *= np.where(idx == 1, 1.0, -1.0)[:, None]
@@ -202,10 +228,10 @@ class LogisticRegression(PrivateMixin, ClassifierMixin, BaseEstimator):
             # The ridge grows to c/(n(e^{sε} − 1)) whenever Λ is below it, which bounds the Jacobian's
             # share of ε by s (Alg. 2's Δ, with s for its 1/2; the choice reads only n, p, ε and C).
             ridge = max(lam, C_LOGISTIC / (n * math.expm1(jacobian_share(p) * eps)))
-            b, _ = gamma_norm_noise(p, (eps - jacobian_epsilon(n, ridge)) / 2, rng)
+            b, _ = gamma_norm_noise(p, eps - jacobian_epsilon(n, ridge), rng)
             return self._minimise(yx, ridge, b)
         f = self._minimise(yx, lam, np.zeros(p))
-        sens = 2.0 / (n * lam)
+        sens = 1.0 / (n * lam)
         if delta == 0:
             return np.asarray(laplace_vector(eps, math.sqrt(p) * sens, p).release(f, rng=rng))
         return np.asarray(gaussian_vector(rho_for(eps, delta), sens, p).release(f, rng=rng))

@@ -76,7 +76,7 @@ class GaussianNB(_NaiveBayes):
         labels, idx = class_labels(self.classes, y)
         bounds = feature_bounds(self.bounds, X)
         guarantee = Guarantee(eps)
-        rng = self._spend(guarantee)
+        guarantee, rng = self._spend(guarantee)
         m = noisy_moments(X, idx, labels.size, bounds, eps, rng)
         assert m.variances is not None
         self.classes_ = labels
@@ -140,7 +140,7 @@ class CategoricalNB(_NaiveBayes):
             [np.bincount(idx, minlength=k), np.bincount(cells.ravel(), minlength=k * offsets[-1])]
         )
         guarantee = Guarantee(eps)
-        rng = self._spend(guarantee)
+        guarantee, rng = self._spend(guarantee)
         noisy = np.maximum(
             laplace_vector(eps, float(d + 1), exact.size).release(exact.astype(np.float64), rng=rng), 0.0
         )

@@ -17,9 +17,12 @@ class StandardScaler(PrivateMixin, OneToOneFeatureMixin, TransformerMixin, BaseE
     """Centre and scale each feature by its ε-DP mean and standard deviation (add/remove neighbours).
 
     `bounds=(lower, upper)` are public per-feature bounds (scalars or arrays); values outside are
-    clipped before the statistics are taken. Without bounds they are read from the data with a
-    PrivacyLeakWarning. The count, sums and sums of squares are Laplace releases
-    (bayesdp.models.moments); transform is post-processing and costs nothing.
+    clipped, before the statistics are taken and in `transform`. Without bounds they are read from
+    the data with a PrivacyLeakWarning. The count, sums and sums of squares are Laplace releases
+    (bayesdp.models.moments); transform is post-processing and costs nothing. `norm_bound_` is
+    the largest L2 norm a transformed row can have, from the public bounds and the released
+    mean and scale only (post-processing): a `bayesdp.models.Pipeline` hands it to the next
+    step's `data_norm`.
     """
 
     def __init__(
@@ -44,7 +47,7 @@ class StandardScaler(PrivateMixin, OneToOneFeatureMixin, TransformerMixin, BaseE
         X = checked_X(self, X, reset=True)
         bounds = feature_bounds(self.bounds, X)
         guarantee = Guarantee(eps)
-        rng = self._spend(guarantee)
+        guarantee, rng = self._spend(guarantee)
         m = noisy_moments(
             X, np.zeros(X.shape[0], dtype=np.int64), 1, bounds, eps, rng, variances=self.with_std
         )
@@ -52,11 +55,17 @@ class StandardScaler(PrivateMixin, OneToOneFeatureMixin, TransformerMixin, BaseE
         self.var_ = m.variances[0] if m.variances is not None else None
         self.scale_ = None if self.var_ is None else _safe_scale(np.sqrt(self.var_))
         self.n_samples_seen_ = float(m.counts[0])
+        self.bounds_ = bounds
+        lo, hi = (self._scaled(b) for b in bounds)
+        self.norm_bound_ = float(np.sqrt((np.maximum(np.abs(lo), np.abs(hi)) ** 2).sum()))
         self.guarantee_ = guarantee
         return self
 
     def transform(self, X: Any) -> np.ndarray:
         X = fitted(self, X)
+        return self._scaled(np.clip(X, *self.bounds_))
+
+    def _scaled(self, X: np.ndarray) -> np.ndarray:
         if self.mean_ is not None:
             X = X - self.mean_
         if self.scale_ is not None:

@@ -1,4 +1,4 @@
-"""Choose among classifiers by holdout accuracy through Thresholdout, so the holdout stays valid."""
+"""Choose among classifiers: by holdout accuracy through Thresholdout, or by a search budgeted up front."""
 
 from __future__ import annotations
 
@@ -7,11 +7,15 @@ from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 import numpy as np
-from sklearn.base import is_classifier
+from sklearn.base import clone, is_classifier
 
-from bayesdp.errors import BudgetExhausted, DataError, invalid
+from bayesdp.errors import BudgetExhausted, DataError, check_positive, invalid
 from bayesdp.holdout import HoldoutAnswer, NaiveHoldout, ReusableHoldout
-from bayesdp.privacy import Guarantee
+from bayesdp.mechanisms import ReportNoisyMax
+from bayesdp.models.base import PrivateMixin
+from bayesdp.noise import Rng, resolve_rng
+from bayesdp.privacy import Guarantee, Ledger
+from bayesdp.privacy.guarantee import check_compatible
 
 _RECIPE = "ReusableHoldout(Labelled(X_valid, y=y_valid), holdout=Labelled(X_holdout, y=y_holdout), ...)"
 
@@ -87,3 +91,78 @@ def select(
     best = max(answered, key=lambda i: float(scores[i]))  # type: ignore[arg-type]
     guarantee = holdout.guarantee if isinstance(holdout, ReusableHoldout) else None
     return Selection(models[best], index=best, scores=scores, answers=tuple(answers), guarantee=guarantee)
+
+
+@dataclass(frozen=True)
+class Search:
+    """The chosen candidate refitted on every row, its index, and the whole search's guarantee."""
+
+    model: Any
+    _: KW_ONLY
+    index: int
+    guarantee: Guarantee
+
+
+def search(
+    candidates: Sequence[Any],
+    X: Any,
+    y: Any,
+    *,
+    epsilon: float,
+    ledger: Ledger | None = None,
+    rng: Rng | None = None,
+) -> Search:
+    """Choose among private classifiers and refit the choice, the whole search budgeted in one spend.
+
+    The rows are dealt independently at random into m + 1 disjoint slices for m candidates:
+    candidate j is fitted on slice j, and report-noisy-max (McKenna & Sheldon 2020) at `epsilon`
+    picks the candidate with the most correct predictions on the last slice (each count moves by
+    at most 1 when a row is added or removed). A row sits in one slice only, so this stage costs
+    the largest of the candidates' guarantees and the selection's (parallel composition on a
+    data-independent partition: McSherry 2009, Thm 4); the refit on every row adds the largest
+    candidate guarantee (basic composition), whichever is chosen, so the amount spent does not
+    depend on the choice. That total is spent before anything is returned: a refused spend
+    raises BudgetExceeded and releases nothing. The candidates' own `ledger` is not used; no
+    score is reported (report-noisy-max releases only the index).
+    """
+    eps = check_positive("epsilon", epsilon)
+    given = list(candidates)
+    if not given or not all(isinstance(m, PrivateMixin) and is_classifier(m) for m in given):
+        raise invalid("candidates", candidates, "a non-empty sequence of bayesdp classifiers")
+    models = [clone(m).set_params(ledger=None) for m in given]
+    X, y = np.asarray(X), np.asarray(y)
+    if len(X) != len(y):
+        raise DataError(f"search: X has {len(X)} rows but y has {len(y)}")
+    gen = resolve_rng(rng)
+    # Each fit draws independent noise: a fresh secure generator, or a child of the test generator.
+    streams = [None] * (len(models) + 1) if rng is None else gen.spawn(len(models) + 1)
+    part = gen.integers(0, len(models) + 1, len(y))
+    for j, model in enumerate(models):
+        model.set_params(rng=streams[j]).fit(X[part == j], y[part == j])
+    chooser = ReportNoisyMax(eps)
+    costs = [m.guarantee for m in models]
+    refit = _parallel(costs)
+    total = _parallel([*costs, chooser.guarantee]) + refit
+    if ledger is not None:
+        ledger.spend(total, f"search among {len(models)} {type(models[0]).__name__} candidates")
+    valid = part == len(models)
+    correct = np.array([float((m.predict(X[valid]) == y[valid]).sum()) for m in models])
+    best = chooser.select_index(correct, rng=gen)
+    chosen = clone(given[best]).set_params(ledger=None, rng=streams[-1]).fit(X, y)
+    if chosen.guarantee != costs[best]:  # every guarantee is a function of public parameters
+        raise AssertionError("a refit's guarantee differs from the candidate's")
+    return Search(chosen, index=best, guarantee=total)
+
+
+def _parallel(gs: Sequence[Guarantee]) -> Guarantee:
+    """Mechanisms on disjoint parts of the rows: the largest ε, δ and ρ (McSherry 2009, Thm 4)."""
+    for g in gs[1:]:
+        check_compatible(g, gs[0], "it runs in parallel with a guarantee")
+    rhos = [g.rho for g in gs]
+    return Guarantee(
+        max(g.epsilon for g in gs),
+        delta=max(g.delta for g in gs),
+        relation=gs[0].relation,
+        unit=gs[0].unit,
+        rho=max(r for r in rhos if r is not None) if all(r is not None for r in rhos) else None,
+    )

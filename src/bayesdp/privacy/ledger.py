@@ -42,7 +42,7 @@ from dataclasses import KW_ONLY, asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from bayesdp.errors import BudgetExceeded, InvalidParameter, LedgerError, invalid
+from bayesdp.errors import BudgetExceeded, DiskFull, InvalidParameter, LedgerError, invalid
 from bayesdp.privacy.dependence import Dependence
 from bayesdp.privacy.filters import ACCOUNTINGS, FILTERS, PLD_REFUSED, Filter, filter_for
 from bayesdp.privacy.guarantee import Guarantee, check_compatible
@@ -280,7 +280,7 @@ class Ledger:
                 f"{self.path.name}-shm beside it); nothing was spent"
             )
         if code.startswith("SQLITE_FULL"):
-            return LedgerError(f"cannot write to ledger {self.path}: the disk is full; nothing was spent")
+            return DiskFull(f"cannot write to ledger {self.path}: the disk is full; nothing was spent")
         if code.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
             return LedgerError(
                 f"ledger {self.path} stayed locked by another process for {BUSY_TIMEOUT_S:g} s ({exc})"
@@ -348,7 +348,8 @@ class Ledger:
                 conn.execute(f"PRAGMA user_version = {spend_id}")
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:  # a full disk makes SQLite roll back by itself
+                    conn.execute("ROLLBACK")
                 raise
         self._write_high_water(spend_id)
         return record

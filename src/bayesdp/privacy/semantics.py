@@ -247,14 +247,20 @@ def _explain_delta(g: StatedGuarantee, n: int | None) -> str:
             f"{thr:.3g}, so no semantic guarantee follows; a mechanism with these parameters "
             f"may publish about nδ = {n * d:.3g} records in the clear."
         )
-    verdict = "." if sp.informative else "; here that bound is at least 1 and says nothing."
+    head = f"For n={n}, δ={d:.3g} is below (1 − e^−ε)²/n = {thr:.3g} (the rule δ ≪ ε²/n), so "
+    if not sp.informative:
+        # A statistical distance never exceeds 1: state the output-level bound instead,
+        # TV <= (e^ε − 1 + 2δ)/(e^ε + 1) = 1 − min(α + β) (Kairouz, Oh & Viswanath 2015, Thm 2.1).
+        return (
+            head + "Kasiviswanathan & Smith's Thm 2.4 applies, but its bound on beliefs is at least 1 "
+            f"here and says nothing; the output distributions with any one {unit}'s data used or "
+            f"{_absent(g)} differ by at most (e^ε − 1 + 2δ)/(e^ε + 1) = {1 - min_total_error(g):.3g} "
+            "in total variation (Kairouz, Oh & Viswanath 2015, Thm 2.1)."
+        )
     return (
-        f"For n={n}, δ={d:.3g} is below (1 − e^−ε)²/n = {thr:.3g} (the rule δ ≪ ε²/n), so "
-        f"whatever an adversary knew beforehand, with probability at least 1 − {sp.delta:.3g} "
+        head + f"whatever an adversary knew beforehand, with probability at least 1 − {sp.delta:.3g} "
         f"their beliefs about any one {unit} with that {unit}'s data used or {_absent(g)} "
-        "differ by at "
-        f"most {sp.epsilon:.3g} in statistical distance (Kasiviswanathan & Smith, Thm 2.4)"
-        + verdict
+        f"differ by at most {sp.epsilon:.3g} in statistical distance (Kasiviswanathan & Smith, Thm 2.4)."
     )
 
 

@@ -6,7 +6,6 @@ public message, and an unexpected one only an error id (the trace goes to the se
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import secrets
 import tempfile
@@ -26,15 +25,17 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from bayesdp.errors import BayesdpError, BudgetExceeded, InvalidParameter
+from bayesdp.errors import BayesdpError, BudgetExceeded, DiskFull, InvalidParameter, LedgerError
+from bayesdp.jsonable import guarantee_json
 from bayesdp.report import write_release_report
 from bayesdp.serve.auth import Gate, RateLimiter, Refused
+from bayesdp.serve.body import parse_body
 from bayesdp.serve.config import Config
 from bayesdp.serve.limits import Busy, Interrupted, Pool, TooCostly, interruptible
 from bayesdp.serve.openapi import docs_page, openapi_schema
 from bayesdp.serve.service import AuditedLedger, DatasetNotFound, Service
-from bayesdp.serve.state import Analyst, State
-from bayesdp.serve.wire import guarantee_json, release_from_json
+from bayesdp.serve.state import UNWRITABLE, Analyst, State
+from bayesdp.serve.wire import release_from_json
 from bayesdp.sql import SqlError
 
 log = logging.getLogger("bayesdp.serve")
@@ -112,9 +113,9 @@ def create_app(config: Config) -> Starlette:
             raise ApiError(408, "body_timeout", f"the request body did not arrive within "
                            f"{config.limits.body_seconds:g} s", {"Connection": "close"})
         try:
-            return json.loads(b"".join(chunks) or b"null")
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ApiError(400, "bad_json", f"the body is not valid JSON: {exc}") from None
+            return parse_body(b"".join(chunks))
+        except InvalidParameter as exc:
+            raise ApiError(400, "bad_json", exc.public_message) from None
 
     def authenticated(request: Request) -> Analyst:
         header = request.headers.get("authorization", "")
@@ -125,12 +126,12 @@ def create_app(config: Config) -> Starlette:
     def audited(call: Call, work: Callable[[Call], Any], dataset: str | None, what: str) -> Response:
         """Run one request between its two audit-log entries (in one worker thread)."""
         rid, request = call.rid, call.request
-        state.audit_begin(rid, call.analyst.id, request.method, request.url.path, dataset, what or None)
         status: str
         detail: str | None
         response: Response
         result = None
         try:
+            state.audit_begin(rid, call.analyst.id, request.method, request.url.path, dataset, what or None)
             out = work(call)
         except ApiError as exc:
             status, detail = str(exc.status), exc.message
@@ -148,6 +149,8 @@ def create_app(config: Config) -> Starlette:
             status, detail = "503", f"{type(exc).__name__}: {exc}"
             response = _error(503, "stopped", "the request was stopped before it finished: the client "
                               "left, or it ran past the service's time or memory limit", rid)
+        except LedgerError as exc:
+            status, detail, response = "503", str(exc), unavailable(exc, rid)
         except (BayesdpError, ValueError, duckdb.Error) as exc:
             # str(exc) holds the private detail: it goes to the curator's audit log only.
             status, detail = "400", f"{type(exc).__name__}: {exc}"
@@ -163,8 +166,18 @@ def create_app(config: Config) -> Starlette:
             status, result, detail = str(call.status), call.result, call.detail
             response = out if isinstance(out, Response) else JSONResponse(
                 out, status_code=call.status, headers={"X-Request-Id": rid, **call.headers})
-        state.audit_end(rid, status, result, detail, call.dataset)
+            state.failure = None
+        recorded(state.audit_end, rid, status, result, detail, call.dataset)
         return response
+
+    def unavailable(exc: LedgerError, rid: str) -> Response:
+        """503 for records the service cannot write: the cause (a path, SQLite's words) goes
+        to the curator's log; the analyst learns only that the disk is full, when it is."""
+        state.failure = exc
+        log.error("request %s: %s", rid, exc)
+        message = why_unavailable(exc) if isinstance(exc, DiskFull) else \
+            f"{UNWRITABLE}; the curator can see why in the server log (request id {rid})"
+        return _error(503, "unavailable", message, rid, {"Retry-After": "60"})
 
     def api(work: Callable[[Call], Any], what: str = "") -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
@@ -177,7 +190,7 @@ def create_app(config: Config) -> Starlette:
                     return _too_many(refused.wait, rid, "failed authentications")
                 exc = ApiError(401, "unauthorized", "a valid token is required: Authorization: Bearer "
                                "<token>", {"WWW-Authenticate": "Bearer"})
-                await run_in_threadpool(_audit_refused, state, rid, request, exc)
+                await run_in_threadpool(recorded, _audit_refused, state, rid, request, exc)
                 return _error(exc.status, exc.code, exc.message, rid, exc.headers)
             wait = limiter.retry_after(analyst.id)
             if wait:
@@ -197,9 +210,9 @@ def create_app(config: Config) -> Starlette:
                     raise ApiError(503, "busy", "every worker is busy and the queue is full; retry shortly",
                                    {"Retry-After": "1"}) from None
             except ApiError as exc:
-                await run_in_threadpool(state.audit_begin, rid, analyst.id, request.method, path, dataset,
-                                        what or None)
-                await run_in_threadpool(state.audit_end, rid, str(exc.status), None, exc.message)
+                await run_in_threadpool(recorded, state.audit_begin, rid, analyst.id, request.method, path,
+                                        dataset, what or None)
+                await run_in_threadpool(recorded, state.audit_end, rid, str(exc.status), None, exc.message)
                 return _error(exc.status, exc.code, exc.message, rid, exc.headers)
 
         return endpoint
@@ -233,7 +246,7 @@ def create_app(config: Config) -> Starlette:
 
     def claimed(call: Call, kind: str, key: str, dataset: str) -> tuple[str, dict[str, Any] | None]:
         """A new result id, or the stored response of an earlier request with this key."""
-        status, result_id, stored = state.claim(call.analyst.id, kind, key, dataset, call.body)
+        status, result_id, stored = state.claim(call.analyst.id, kind, key, dataset, call.body, call.rid)
         call.result = result_id
         if status == "done":
             call.headers["Idempotent-Replayed"] = "true"
@@ -259,7 +272,9 @@ def create_app(config: Config) -> Starlette:
         try:
             doc = run(ledger)
         except BaseException:
-            state.abandon(result_id, ledger.spent)
+            # With a full disk this write fails too: the result stays pending, and the next
+            # start settles it from the ledger (`State.recover`).
+            recorded(state.abandon, result_id, ledger.spent)
             raise
         doc.update(id=result_id, dataset=ds_name, remaining=guarantee_json(ledger.ledger.remaining()))
         doc.setdefault("created", time.time())
@@ -335,6 +350,14 @@ def create_app(config: Config) -> Starlette:
         return FileResponse(path, media_type="text/csv", filename=f"{ds.name}-synthetic.csv")
 
     async def health(request: Request) -> Response:
+        # After a failure to record, a thorough check: only a write that needs room clears it.
+        problem = await run_in_threadpool(state.writable, state.failure is not None)
+        if problem is None and isinstance(state.failure, DiskFull):
+            state.failure = None  # space was freed: the records can be written again
+        problem = problem or state.failure
+        if problem is not None:
+            return JSONResponse({"status": "unavailable", "reason": why_unavailable(problem)},
+                                status_code=503)
         return JSONResponse({"status": "ok"})
 
     async def openapi(request: Request) -> Response:
@@ -387,6 +410,20 @@ def _too_many(wait: float, rid: str, what: str) -> JSONResponse:
 def _audit_refused(state: State, rid: str, request: Request, exc: ApiError) -> None:
     state.audit_begin(rid, None, request.method, request.url.path)
     state.audit_end(rid, str(exc.status), None, exc.message)
+
+
+def why_unavailable(exc: LedgerError) -> str:
+    """What anyone may read of a failure to record: whether the disk is full, no path or detail."""
+    return f"{UNWRITABLE}: disk full" if isinstance(exc, DiskFull) else UNWRITABLE
+
+
+def recorded(write: Callable[..., None], *args: Any) -> None:
+    """A write to the service's records after the answer is decided: if it fails (a full
+    disk), the answer still goes out and the curator's log says what was not written."""
+    try:
+        write(*args)
+    except LedgerError as exc:
+        log.error("not recorded (%s): %s", getattr(write, "__name__", write), exc)
 
 
 def _error(status: int, code: str, message: str, rid: str, headers: dict[str, str] | None = None,

@@ -39,11 +39,13 @@ _ERRORS = {"400": "refused input (the message says why; refused SQL also gives e
            "409": "a request with this idempotency key is running, or stopped after spending",
            "413": "body too large", "422": "an idempotency key reused for a different request",
            "429": "rate limit, or too many failed authentications from this address or at this "
-                  "analyst id; see Retry-After", "500": "internal error: only an error id is returned"}
+                  "analyst id; see Retry-After", "500": "internal error: only an error id is returned",
+           "503": "the service cannot record spends (a full disk says so; any other cause is in the "
+                  "curator's log); see Retry-After"}
 
 # (method, path, summary, request body schema or None, extra parameters)
 _ENDPOINTS: list[tuple[str, str, str, dict[str, Any] | None, list[dict[str, Any]]]] = [
-    ("get", "/health", "liveness (no token)", None, []),
+    ("get", "/health", "liveness (no token): 503 while the service cannot record spends", None, []),
     ("get", "/v1/datasets", "datasets and holdouts: public metadata only (schema, bounds, public keys, "
      "budgets)", None, []),
     ("get", "/v1/budget", "your budget per dataset: total, spent, remaining", None, []),

@@ -20,19 +20,27 @@ import pandas as pd
 from sqlglot import exp
 
 from bayesdp import tables
-from bayesdp.commands.release import RELEASE_KEYS, build, check_spec
-from bayesdp.errors import CuratorWarning, DataError, InvalidParameter, invalid
+from bayesdp.errors import (
+    CuratorWarning,
+    DataError,
+    InvalidParameter,
+    check_finite,
+    check_positive_int,
+    invalid,
+)
 from bayesdp.expressions import fold, resolve_column, row_expression
 from bayesdp.holdout import ReusableHoldout, table_means
+from bayesdp.jsonable import guarantee_json, plain
 from bayesdp.privacy import Ledger, Spend
 from bayesdp.serve import limits
 from bayesdp.serve.config import Config, Dataset, Holdout
 from bayesdp.serve.schema import check_columns
 from bayesdp.serve.state import State
-from bayesdp.serve.wire import guarantee_json, plain, release_json
+from bayesdp.serve.wire import release_json
 from bayesdp.sql import Translation, release_translation, translate
 from bayesdp.sql.translate import parse
 from bayesdp.tables.source import engine_for
+from bayesdp.tables.spec import RELEASE_KEYS, build, check_spec
 
 
 class AuditedLedger:
@@ -53,6 +61,24 @@ def budget_json(ledger: Ledger) -> dict[str, Any]:
     return {"budget": guarantee_json(ledger.budget), "spent": guarantee_json(ledger.spent()),
             "remaining": guarantee_json(ledger.remaining()), "accounting": ledger.accounting,
             "releases": len(ledger.history())}
+
+
+def check_request(request: dict[str, Any]) -> None:
+    """The keys of a preview or release request and the values outside its spec or SQL, checked
+    before anything is read or spent (the spec's own values are `check_spec`'s)."""
+    sql = "sql" in request
+    allowed = ("dataset", "sql", "epsilon", "delta", "group_size") if sql else \
+        ("dataset", "spec", "group_size")
+    unknown = sorted(set(request) - set(allowed))
+    if unknown:
+        raise invalid("request keys", unknown, "dataset, sql and optionally epsilon, delta and group_size "
+                      "(the other options go in the query or come from the dataset)" if sql else
+                      "dataset, spec and optionally group_size (the options go in the spec)")
+    if request.get("group_size") is not None:
+        check_positive_int("group_size", request["group_size"])
+    for key in ("epsilon", "delta"):
+        if sql and request.get(key) is not None:
+            check_finite(key, request[key])
 
 
 def _table_name(kind: str, name: str) -> str:
@@ -194,10 +220,6 @@ class Service:
     def translation(self, ds: Dataset, request: dict[str, Any]) -> Translation:
         """The translation of a request's SQL (`bayesdp.sql`, with the dataset's public schema as
         its metadata: privacy unit, bounds, public keys, release options); reads the schema only."""
-        unknown = sorted(set(request) - {"dataset", "sql", "epsilon", "delta", "group_size"})
-        if unknown:
-            raise invalid("request keys", unknown, "dataset, sql and optionally epsilon and delta "
-                          "(the other options go in the query or come from the dataset)")
         text = request["sql"]
         if not isinstance(text, str) or not text.strip():
             raise invalid("sql", text, f"one SELECT statement over the table {ds.name!r}")
@@ -207,6 +229,7 @@ class Service:
 
     def preview(self, ds: Dataset, request: dict[str, Any]) -> dict[str, Any]:
         """The expected error of a spec or SQL from public parameters (free: reads no data values)."""
+        check_request(request)
         if "sql" in request:
             t = self.translation(ds, request)
             query, options = t.query, t.options
@@ -228,6 +251,7 @@ class Service:
         """Run a spec's release through `Query.release`, or SQL through `bayesdp.sql`, both of
         which spend on the ledger before any noise; returns its public JSON and, for the
         curator's audit log only, its exact diagnostics."""
+        check_request(request)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             if "sql" in request:

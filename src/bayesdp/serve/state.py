@@ -17,6 +17,7 @@ paid release.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import sqlite3
 import threading
@@ -27,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bayesdp.errors import InvalidParameter, invalid
+from bayesdp.errors import DiskFull, InvalidParameter, LedgerError, invalid
 from bayesdp.privacy import Guarantee, Ledger
+from bayesdp.serve.body import read_stored
 from bayesdp.serve.config import Budget, Config
 from bayesdp.serve.tokens import new_secret
 
@@ -53,7 +55,20 @@ CREATE TABLE IF NOT EXISTS holdouts (
     name TEXT PRIMARY KEY, overflows INTEGER NOT NULL, open INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS holdout_shares (
     name TEXT NOT NULL, analyst TEXT NOT NULL, overflows INTEGER NOT NULL, PRIMARY KEY (name, analyst));
+CREATE TABLE IF NOT EXISTS health (id INTEGER PRIMARY KEY, probe BLOB NOT NULL);
 """
+
+UNWRITABLE = "the service cannot record spends"
+_PROBE = 64 * 1024  # bytes: less room than this on the state's disk counts as full
+
+
+def storage_failure(path: Path, exc: sqlite3.Error) -> LedgerError:
+    """An SQLite error of the service's records as a bayesdp error: a full disk says so (the
+    analyst can do nothing but wait, and should know why); anything else is for the curator."""
+    detail = f"{path}: {exc} ({getattr(exc, 'sqlite_errorname', type(exc).__name__)})"
+    if str(getattr(exc, "sqlite_errorname", "")).startswith("SQLITE_FULL"):
+        return DiskFull(f"{UNWRITABLE}: disk full", private_detail=detail)
+    return LedgerError(UNWRITABLE, private_detail=detail)
 
 
 def _names(datasets: list[str]) -> str:
@@ -85,11 +100,18 @@ class State:
             # A state directory from before token checks: its tokens get one at their next use.
             self._conn.execute("ALTER TABLE analysts ADD COLUMN token_check BLOB")
         self._ledgers: dict[tuple[str, str], Ledger] = {}
+        # The last failure to record (a full disk, a read-only ledger), until a request succeeds.
+        self.failure: LedgerError | None = None
 
     @contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            yield self._conn
+            try:
+                yield self._conn
+            except sqlite3.IntegrityError:
+                raise  # a constraint the caller turns into its own message
+            except sqlite3.Error as exc:
+                raise storage_failure(self.root / "service.db", exc) from None
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -99,8 +121,30 @@ class State:
                 yield conn
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                # A full disk makes SQLite roll back by itself; a second ROLLBACK would fail and
+                # hide why ("cannot rollback - no transaction is active").
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
+
+    def writable(self, thorough: bool = False) -> LedgerError | None:
+        """None if the service can record spends, else why not: its disk has room, its records
+        take a write (`thorough`: one of _PROBE bytes, which a nearly full database cannot
+        take), and the ledgers' folder is writable."""
+        disk = os.statvfs(self.root)
+        if disk.f_bavail * disk.f_frsize < _PROBE:
+            return DiskFull(f"{UNWRITABLE}: disk full", private_detail=f"{self.root}: "
+                            f"{disk.f_bavail * disk.f_frsize} bytes free")
+        try:
+            for probe in (bytes(_PROBE), b"") if thorough else (b"",):
+                with self._transaction() as conn:
+                    conn.execute("INSERT OR REPLACE INTO health VALUES (1, ?)", (probe,))
+        except LedgerError as exc:
+            return exc
+        folder = self.root / "ledgers"
+        if folder.exists() and not os.access(folder, os.W_OK):
+            return LedgerError(UNWRITABLE, private_detail=f"{folder} is not writable")
+        return None
 
     def close(self) -> None:
         with self._lock:
@@ -232,11 +276,12 @@ class State:
 
     # -- results (idempotency) -----------------------------------------------------------
 
-    def claim(self, analyst_id: str, kind: str, key: str, dataset: str,
-              request: dict[str, Any]) -> tuple[str, str, dict[str, Any] | None]:
+    def claim(self, analyst_id: str, kind: str, key: str, dataset: str, request: dict[str, Any],
+              request_id: str | None = None) -> tuple[str, str, dict[str, Any] | None]:
         """Reserve (kind, key) for this analyst: ("new", id, None), or the earlier result's
         status ("done", "pending", "failed", "interrupted", or "conflict" when the earlier
-        request was a different one), id and stored response."""
+        request was a different one), id and stored response. The new id goes into the audit
+        row of `request_id`, so that `recover` can tell whether an interrupted result spent."""
         result_id = f"{kind[:3]}_{secrets.token_hex(8)}"
         with self._transaction() as conn:
             row = conn.execute("SELECT id, status, response, request FROM results WHERE analyst = ? AND "
@@ -244,15 +289,17 @@ class State:
             if row is not None:
                 if json.loads(row[3]) != request:
                     return "conflict", row[0], None
-                return row[1], row[0], None if row[2] is None else json.loads(row[2])
+                return row[1], row[0], None if row[2] is None else read_stored(row[2])
             conn.execute("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, NULL)",
                          (result_id, analyst_id, kind, key, dataset, time.time(), json.dumps(request)))
+            conn.execute("UPDATE audit SET result = ? WHERE request = ?", (result_id, request_id))
         return "new", result_id, None
 
     def complete(self, result_id: str, response: dict[str, Any]) -> None:
+        # Strict JSON: a value no client could read fails here, not in every later listing.
+        text = json.dumps(response, allow_nan=False)
         with self._transaction() as conn:
-            conn.execute("UPDATE results SET status = 'done', response = ? WHERE id = ?",
-                         (json.dumps(response), result_id))
+            conn.execute("UPDATE results SET status = 'done', response = ? WHERE id = ?", (text, result_id))
 
     def abandon(self, result_id: str, spent: bool) -> None:
         """A result that failed: kept as failed if it spent (a retry must not spend again), else freed."""
@@ -267,13 +314,13 @@ class State:
         with self._db() as conn:
             row = conn.execute("SELECT response FROM results WHERE id = ? AND analyst = ? AND "
                                "status = 'done'", (result_id, analyst_id)).fetchone()
-        return None if row is None else dict(json.loads(row[0]))
+        return None if row is None else dict(read_stored(row[0]))
 
     def results(self, analyst_id: str, kind: str) -> list[dict[str, Any]]:
         with self._db() as conn:
             rows = conn.execute("SELECT response FROM results WHERE analyst = ? AND kind = ? AND "
                                 "status = 'done' ORDER BY created", (analyst_id, kind)).fetchall()
-        return [json.loads(r[0]) for r in rows]
+        return [read_stored(r[0]) for r in rows]
 
     # -- audit log -----------------------------------------------------------------------
 
@@ -309,8 +356,8 @@ class State:
 
     def recover(self) -> int:
         """After a crash: every ledger spend gets its audit row (the ledger's label starts with the
-        request id), requests left pending become "interrupted", pending results too. Returns
-        how many requests were pending."""
+        request id), requests left pending become "interrupted", pending results too if they
+        spent (else they are dropped). Returns how many requests were pending."""
         with self._db() as conn:
             rows = conn.execute("SELECT request, status, spend_epsilon FROM audit").fetchall()
         audit = {r[0]: r for r in rows}
@@ -329,6 +376,11 @@ class State:
         for request_id in pending:
             self.audit_end(request_id, "interrupted", detail="the server stopped during this request")
         with self._transaction() as conn:
+            # Stopped before its spend (its audit row, completed from the ledgers above, has
+            # none): the key is freed and a retry runs anew. Stopped after it, or not linked to
+            # an audit row: kept as interrupted, so that a retry cannot spend twice.
+            conn.execute("DELETE FROM results WHERE status = 'pending' AND id IN (SELECT result FROM "
+                         "audit WHERE result IS NOT NULL AND spend_epsilon IS NULL AND spend_rho IS NULL)")
             conn.execute("UPDATE results SET status = 'interrupted' WHERE status = 'pending'")
         return len(pending)
 

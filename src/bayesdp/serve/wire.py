@@ -8,27 +8,18 @@ used. No exact diagnostic is ever part of it.
 
 from __future__ import annotations
 
-import math
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from bayesdp.commands.release import aggregate
+from bayesdp.jsonable import guarantee_json, plain
 from bayesdp.privacy import Guarantee
 from bayesdp.tables import Release
 from bayesdp.tables.estimate import Estimate
 from bayesdp.tables.plan import Plan, make_plan
-
-
-def plain(x: Any) -> Any:
-    """A JSON-safe Python value: numpy scalars unwrapped, NaN and infinities as None."""
-    if isinstance(x, np.generic):
-        x = x.item()
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
+from bayesdp.tables.spec import aggregate
 
 
 def _array(a: np.ndarray) -> list[Any]:
@@ -43,11 +34,6 @@ def _rows(frame: pd.DataFrame) -> list[list[Any]]:
     """A frame's rows as JSON-safe lists, converted block by block (itertuples reads a frame of
     more than 254 columns column by column: 6 s for a 10,000-bin histogram's 30,000)."""
     return [[plain(v) for v in row] for row in frame.to_numpy(dtype=object).tolist()]
-
-
-def guarantee_json(g: Guarantee) -> dict[str, Any]:
-    return {"epsilon": g.epsilon, "delta": g.delta, "rho": g.rho, "relation": g.relation,
-            "unit": g.unit, "text": str(g)}
 
 
 def guarantee_from_json(g: dict[str, Any]) -> Guarantee:

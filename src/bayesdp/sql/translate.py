@@ -36,6 +36,22 @@ _CONSTRUCTS = {"with_": "WITH (a common table expression)", "joins": "JOIN", "di
                "qualify": "QUALIFY", "windows": "WINDOW", "laterals": "LATERAL", "sample": "TABLESAMPLE",
                "into": "SELECT INTO", "pivots": "PIVOT", "prewhere": "PREWHERE", "connect": "CONNECT BY",
                "match": "MATCH_RECOGNIZE", "hint": "a query hint", "locks": "FOR UPDATE"}
+# FROM names one table, with an optional alias: every other argument of the FROM, the table or
+# its alias (a sample, time travel, a version, hints, column renames, and whatever a later
+# sqlglot adds) would change what is read without the release knowing, so it is refused.
+_FROM_ARGS = ("this",)
+_TABLE_ARGS = ("this", "alias")
+_ALIAS_ARGS = ("this",)
+_TABLE_CONSTRUCTS = {"sample": "TABLESAMPLE", "when": "AT/BEFORE (time travel)",
+                     "version": "FOR SYSTEM_TIME AS OF (a table version)",
+                     "system_time": "FOR SYSTEM_TIME (time travel)", "changes": "CHANGES",
+                     "hints": "a table hint", "indexed": "INDEXED BY", "joins": "JOIN",
+                     "laterals": "LATERAL", "pivots": "PIVOT", "partition": "PARTITION",
+                     "only": "ONLY", "ordinality": "WITH ORDINALITY", "rows_from": "ROWS FROM",
+                     "columns": "renaming columns in the table's alias"}
+# Levels of nesting of a query's tree: deeper input would exhaust Python's stack in the parser,
+# the checks or the post-processing (a RecursionError), so it is refused before anything runs.
+MAX_DEPTH = 100
 _DUCKDB = sqlglot.Dialect.get_or_raise("duckdb")
 _BIGQUERY = BigQueryDP()
 _STD = (exp.Stddev, exp.StddevPop, exp.StddevSamp)
@@ -100,6 +116,8 @@ def parse(text: str) -> tuple[exp.Select, str, list[Token]]:
         raise _parse_error(text, exc, tokens, dialect is _BIGQUERY) from None
     except TokenError as exc:
         raise SqlError(f"the query cannot be read: {exc}", text, 0, len(text)) from None
+    except RecursionError:
+        raise _too_deep(text) from None
     statements = [s for s in statements if s is not None]
     if not statements:
         raise SqlError("the query is empty: give one SELECT statement")
@@ -117,7 +135,24 @@ def parse(text: str) -> tuple[exp.Select, str, list[Token]]:
         what = tree.key.upper() if tree is not None else "this"
         raise SqlError(f"only SELECT queries can be released, not {what}", text,
                        tokens[0].start, tokens[0].end + 1)
+    if _depth(tree) > MAX_DEPTH:
+        raise _too_deep(text)
     return tree, "bigquery" if dialect is _BIGQUERY else "duckdb", tokens
+
+
+def _depth(tree: exp.Expr) -> int:
+    """The number of levels of a tree (counted without recursion)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in node.iter_expressions())
+    return deepest
+
+
+def _too_deep(text: str) -> SqlError:
+    return SqlError(f"the query is nested too deeply: its tree may have at most {MAX_DEPTH} levels "
+                    "(parentheses, operators and calls inside one another)", text, 0, len(text))
 
 
 def _parse_error(text: str, exc: ParseError, tokens: Sequence[Token], bigquery: bool) -> SqlError:
@@ -264,6 +299,14 @@ class _Translator:
                 or node.args.get("db") or node.args.get("catalog"):
             raise self.error("FROM must name one table given in tables= (no table functions, "
                              "subqueries or qualified names)", node)
+        alias = node.args.get("alias")
+        for owner, allowed in ((from_, _FROM_ARGS), (node, _TABLE_ARGS), (alias, _ALIAS_ARGS)):
+            for arg, value in (owner.args.items() if owner is not None else ()):
+                if value and arg not in allowed:
+                    name = _TABLE_CONSTRUCTS.get(arg, arg.upper().rstrip("_"))
+                    culprit = value[0] if isinstance(value, list) else value
+                    raise self.error(f"{name} is not supported: a release reads the whole table, "
+                                     "as it is now", culprit if isinstance(culprit, exp.Expr) else node)
         if node.name not in self.sources:
             known = ", ".join(repr(n) for n in self.sources) or "none"
             raise self.error(f"table {node.name!r} is not one of the tables given ({known})", node)

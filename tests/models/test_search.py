@@ -1,0 +1,56 @@
+"""search(): the whole model search is budgeted in one spend before anything is returned."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import bayesdp as bdp
+from bayesdp.errors import BudgetExceeded, InvalidParameter
+from bayesdp.models import GaussianNB, LinearRegression, LogisticRegression, search
+
+
+def data(n: int = 20_000) -> tuple[np.ndarray, np.ndarray]:
+    gen = np.random.default_rng(0)
+    x = gen.uniform(0, 1, (n, 4))
+    return x, (x[:, 0] + 0.2 * gen.normal(size=n) > 0.5).astype(int)
+
+
+def candidates() -> list[object]:
+    return [
+        LogisticRegression(epsilon=1.0, C=c, data_norm=2.0, classes=[0, 1]) for c in (1e-7, 1.0)
+    ] + [GaussianNB(epsilon=0.5, bounds=(0, 1), classes=[0, 1])]
+
+
+def test_search_spends_its_whole_budget_once_before_returning(tmp_path: Path) -> None:
+    """Stage one: max of the slice fits (ε 1, 1, 0.5) and the selection (0.5); the refit adds max ε 1."""
+    x, y = data()
+    ledger = bdp.Ledger(tmp_path / "b.db", budget=bdp.Guarantee(2.0, delta=1e-9))
+    result = search(candidates(), x, y, epsilon=0.5, ledger=ledger, rng=bdp.rng_for_tests(1))
+    [spend] = ledger.history()
+    assert spend.guarantee == result.guarantee
+    assert result.guarantee.epsilon == pytest.approx(2.0)
+    # C = 1e-7 shrinks the coefficients to nearly nothing: chance accuracy, never chosen here
+    assert result.index != 0 and (result.model.predict(x) == y).mean() > 0.8
+
+
+def test_search_refuses_before_spending_or_returning(tmp_path: Path) -> None:
+    x, y = data()
+    ledger = bdp.Ledger(tmp_path / "b.db", budget=bdp.Guarantee(1.9, delta=1e-9))
+    given = candidates()
+    with pytest.raises(BudgetExceeded):
+        search(given, x, y, epsilon=0.5, ledger=ledger, rng=bdp.rng_for_tests(1))
+    assert ledger.history() == []
+    assert not any(hasattr(c, "guarantee_") for c in given)  # the caller's estimators stay unfitted
+
+
+def test_search_takes_only_private_classifiers() -> None:
+    x, y = data(200)
+    with pytest.raises(InvalidParameter, match="candidates"):
+        search([LinearRegression(bounds_X=(0, 1), bounds_y=(0, 1))], x, y, epsilon=1.0)
+    with pytest.raises(InvalidParameter, match="candidates"):
+        search(["not a model"], x, y, epsilon=1.0)
+    with pytest.raises(InvalidParameter, match="epsilon"):
+        search(candidates(), x, y, epsilon=0)
