@@ -31,6 +31,7 @@ from bayesdp.serve.config import Config
 from bayesdp.serve.openapi import docs_page, openapi_schema
 from bayesdp.serve.service import AuditedLedger, DatasetNotFound, Service
 from bayesdp.serve.state import Analyst, State
+from bayesdp.serve.timing import DeadlinePassed
 from bayesdp.serve.wire import guarantee_json, release_from_json
 from bayesdp.sql import SqlError
 
@@ -156,6 +157,9 @@ def create_app(config: Config) -> Starlette:
         except BudgetExceeded as exc:
             status, detail = "403", str(exc)
             response = _error(403, "budget_exceeded", public_message(exc, rid), rid)
+        except DeadlinePassed as exc:  # the same answer whatever made the work slow
+            status, detail = "503", str(exc)
+            response = _error(503, "deadline", exc.public_message, rid)
         except (BayesdpError, ValueError, duckdb.Error) as exc:
             # str(exc) holds the private detail: it goes to the curator's audit log only.
             status, detail = "400", f"{type(exc).__name__}: {exc}"

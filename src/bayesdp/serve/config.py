@@ -3,6 +3,7 @@
     state = "state"                  # directory for the ledgers, analysts and audit log
     max_body_bytes = 1_000_000       # larger request bodies get 413
     rate_per_minute = 120            # per analyst (and failed logins per address) a minute, then 429
+    timing = { margin = 1.5 }        # answers at a deadline: bayesdp.serve.timing (pad, margin, least, runs)
 
     [datasets.hie]
     source = "hie.csv"               # CSV/Parquet/JSON, relative to this file
@@ -39,8 +40,9 @@ from typing import Any
 from bayesdp.errors import InvalidParameter, invalid
 from bayesdp.privacy import Guarantee
 from bayesdp.privacy.ledger import ACCOUNTINGS
+from bayesdp.serve.timing import TimingConfig, parse_timing
 
-_TOP = ("state", "max_body_bytes", "rate_per_minute", "datasets", "holdouts")
+_TOP = ("state", "max_body_bytes", "rate_per_minute", "datasets", "holdouts", "timing")
 _DATASET = ("source", "privacy_unit", "unit_name", "description", "columns", "budget", "synthetic",
             "max_groups_per_unit", "max_rows_per_group", "alpha", "noise")
 _OPTIONS = ("max_groups_per_unit", "max_rows_per_group", "alpha", "noise")
@@ -127,6 +129,7 @@ class Config:
     holdouts: dict[str, Holdout]
     max_body_bytes: int = 1_000_000
     rate_per_minute: int = 120
+    timing: TimingConfig = field(default_factory=TimingConfig)
 
 
 def load_config(path: str | Path) -> Config:
@@ -155,6 +158,7 @@ def parse_config(doc: dict[str, Any], base: Path) -> Config:
         holdouts={n: _holdout(n, h, base) for n, h in _table(doc, "holdouts", "").items()},
         max_body_bytes=_int(doc.get("max_body_bytes", 1_000_000), "max_body_bytes"),
         rate_per_minute=_int(doc.get("rate_per_minute", 120), "rate_per_minute"),
+        timing=parse_timing(doc.get("timing")),
     )
 
 

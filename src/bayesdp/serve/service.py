@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -22,9 +23,10 @@ from sqlglot import exp
 from bayesdp import tables
 from bayesdp.commands.release import RELEASE_KEYS, build, check_spec
 from bayesdp.errors import CuratorWarning, DataError, InvalidParameter, invalid
-from bayesdp.expressions import row_expression
+from bayesdp.expressions import RowExpression, row_expression
 from bayesdp.holdout import ReusableHoldout, table_means
 from bayesdp.privacy import Ledger, Spend
+from bayesdp.serve import timing
 from bayesdp.serve.config import Config, Dataset, Holdout
 from bayesdp.serve.state import State
 from bayesdp.serve.wire import guarantee_json, plain, release_json
@@ -69,6 +71,12 @@ class Service:
             self._load("ds", ds.name, ds.source, keep, f"datasets.{ds.name}")
         self._metadata = {ds.name: ds.sql_metadata() for ds in config.datasets.values()}
         self.holdouts = {h.name: HoldoutService(self, h) for h in config.holdouts.values()}
+        # Deadlines: measured on synthetic data of each table's public schema and size (public).
+        self.deadlines = {} if not config.timing.pad else {
+            ds.name: timing.calibrate_dataset(self, ds, config.timing) for ds in config.datasets.values()}
+
+    def rows(self, kind: str, name: str) -> int:
+        return int(self.relation(kind, name).aggregate("count(*)").fetchall()[0][0])
 
     def _load(self, kind: str, name: str, path: Path, keep: list[str] | None, key: str) -> list[str]:
         """Copy a source's columns `keep` (None: all) into the service's database; returns them."""
@@ -85,7 +93,7 @@ class Service:
 
     def relation(self, kind: str, name: str) -> duckdb.DuckDBPyRelation:
         """A relation over a loaded table on a new cursor (one per request and thread)."""
-        return self.db.cursor().sql(f"SELECT * FROM {_table_name(kind, name)}")
+        return timing.watch(self.db.cursor()).sql(f"SELECT * FROM {_table_name(kind, name)}")
 
     def dataset(self, name: Any) -> Dataset:
         if not isinstance(name, str) or name not in self.config.datasets:
@@ -209,19 +217,37 @@ class Service:
             warnings.simplefilter("always")
             if "sql" in request:
                 t = self.translation(ds, request)
-                release = release_translation(t, ledger=ledger)
                 asked: dict[str, Any] = {"sql": t.text}
-                options = t.options
+                query, options = t.query, t.options
+                release = self.timed(ds, query, options, ledger, "sql", lambda q, led: release_translation(
+                    replace(t, query=q), ledger=led))
             else:
                 query, asked, options = self.query(ds, request.get("spec"))
                 if "epsilon" not in options:
                     raise InvalidParameter("epsilon is missing: give it in the spec")
-                release = query.release(ledger=ledger, label=asked.get("label"), **options)
+                release = self.timed(ds, query, options, ledger, "spec", lambda q, led: q.release(
+                    ledger=led, label=asked.get("label"), **options))
         doc = release_json(replace(release, dataset=ds.name), asked, options)
         # A CuratorWarning states exact facts about the data: the audit log gets it, not the analyst.
         curator = [str(w.message) for w in caught if issubclass(w.category, CuratorWarning)]
         doc["warnings"] = [str(w.message) for w in caught if not issubclass(w.category, CuratorWarning)]
         return doc, " ".join([*release.curator_notes(), *curator])
+
+    def timed(self, ds: Dataset, query: tables.Query, options: dict[str, Any], ledger: AuditedLedger,
+              kind: str, run: Callable[[tables.Query, Any], tables.Release]) -> tables.Release:
+        """`run(query, ledger)` answered at the deadline of its public shape and cost on `ds`;
+        cut off there, it spends the plan's guarantee (unless it had) and raises DeadlinePassed."""
+        declared = query.plan(**{k: v for k, v in options.items() if k != "alpha"}).guarantee
+        deadlines = self.deadlines.get(ds.name)
+        seconds = None if deadlines is None else \
+            deadlines.deadline(query, options, lambda q: run(q, None), kind)
+        guarded = timing.GuardedLedger(ledger)
+
+        def cut() -> tables.Release:
+            guarded.cut_off(declared, f"{query.describe()} (cut off at its deadline)")
+            raise timing.passed(seconds or 0.0)
+
+        return timing.run_with_deadline(lambda: run(query, guarded), seconds, cut)
 
     # -- synthetic data ------------------------------------------------------------------
 
@@ -275,16 +301,21 @@ class HoldoutService:
         self._rows("train")
         self._lock = threading.Lock()
         base, open_run = service.state.holdout_state(cfg.name)
-        self._base = base + int(open_run)
-        left = cfg.budget - self._base
-        self._holdout = None if left < 1 else ReusableHoldout(
-            None, holdout=self.n, threshold=cfg.threshold, sigma=cfg.sigma, budget=left)
-        self._open = False
+        self._resume(base + int(open_run))
         self.epsilon_per_overflow = ReusableHoldout(
             None, holdout=self.n, threshold=cfg.threshold, sigma=cfg.sigma, budget=1).epsilon_per_overflow
+        self.model = None if not service.config.timing.pad else timing.calibrate_holdout(
+            service.db, self._tables[0], self.n, self.columns, service.config.timing)
+
+    def _resume(self, used: int) -> None:
+        """Go on with `used` overflows spent (as after a restart)."""
+        self._base, self._open = used, False
+        left = self.cfg.budget - used
+        self._holdout = None if left < 1 else ReusableHoldout(
+            None, holdout=self.n, threshold=self.cfg.threshold, sigma=self.cfg.sigma, budget=left)
 
     def _rows(self, kind: str) -> int:
-        n = int(self.service.relation(kind, self.cfg.name).aggregate("count(*)").fetchall()[0][0])
+        n = self.service.rows(kind, self.cfg.name)
         if n < 1:
             raise DataError(f"holdouts.{self.cfg.name}.{kind} has no rows")
         return n
@@ -309,11 +340,33 @@ class HoldoutService:
                 not all(isinstance(e, str) for e in expressions):
             raise invalid("queries", expressions, "a non-empty list of SQL expressions")
         checked = [row_expression(e, self.columns, role="holdout query") for e in expressions]
-        train, holdout = table_means(self.service.db.cursor(), self._tables, checked)
+        exhausted = [Answer(None, "exhausted", 0) for _ in checked]
+        if self._holdout is None:  # public (budget_left is 0): answered without reading a row
+            return exhausted
+        seconds = None if self.model is None else \
+            self.model.deadline(len(checked), timing.query_cost(checked), self.service.config.timing)
+        return timing.run_with_deadline(lambda: self._answer(checked, exhausted), seconds,
+                                        lambda: self._cut(len(checked)))
+
+    def _cut(self, queries: int) -> list[Answer]:
+        """The answer of a request cut off at its deadline: no values, and each query charged
+        as an overflow (the most it could have cost), so that the cut-off is paid for."""
         with self._lock:
             h = self._holdout
+            used = self._base + int(self._open) + (0 if h is None else h.overflows) + queries
+            used = min(used, self.cfg.budget)
+            self.service.state.save_holdout_state(self.cfg.name, used, False)
+            self._resume(used)
+            left = 0 if self._holdout is None else self._holdout.budget_left
+        return [Answer(None, "deadline", left) for _ in range(queries)]
+
+    def _answer(self, checked: list[RowExpression], exhausted: list[Answer]) -> list[Answer]:
+        train, holdout = table_means(timing.watch(self.service.db.cursor()), self._tables, checked)
+        with self._lock:
+            timing.check()  # cut off meanwhile: the holdout's state is no longer this request's
+            h = self._holdout
             if h is None:
-                return [Answer(None, "exhausted", 0) for _ in checked]
+                return exhausted
             answers = h.query_means(train, holdout)
             assert isinstance(answers, list)
             for a in answers:
