@@ -3,7 +3,7 @@
     state = "state"                  # directory for the ledgers, analysts and audit log
     max_body_bytes = 1_000_000       # larger request bodies get 413
     rate_per_minute = 120            # per analyst (and failed logins per address) a minute, then 429
-    timing = { margin = 1.5 }        # answers at a deadline: bayesdp.serve.timing (pad, margin, least, runs)
+    timing = { margin = 2.0 }        # answers at a deadline: bayesdp.serve.timing (pad, margin, least, runs)
 
     [datasets.hie]
     source = "hie.csv"               # CSV/Parquet/JSON, relative to this file

@@ -11,10 +11,12 @@ synthetic data of the table's public schema and size (`calibrate`). The cost c i
 `bayesdp.expressions.RowExpression.cost` summed over a request's expressions (`query_cost`).
 
 Hooks for the service: `run_with_deadline(work, seconds, on_cut)` runs `work` in its own
-thread and returns at the deadline; engine connections opened by that work pass through
-`watch(connection)`, so that the cut-off can interrupt them; `check()` inside the work refuses
-to go on once the request is cut off (call it, under the lock the cut-off takes, before a
-step that changes state).
+thread, alone (one timed request at a time, `SLOT`), and returns at the deadline; engine
+connections opened by that work pass through `watch(connection)`, so that the cut-off can
+interrupt them; `check()` inside the work refuses to go on once the request is cut off (call
+it, under the lock the cut-off takes, before a step that changes state). Hold `SLOT` around a
+request's preparation too (it is re-entrant), so that other requests' parsing does not slow
+the timed work.
 """
 
 from __future__ import annotations
@@ -42,11 +44,12 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class TimingConfig:
     """`pad`: answer at the deadline (off only for tests that do not measure time); `margin`:
-    deadline over the calibrated typical time; `least`: the shortest deadline in seconds;
+    deadline over the calibrated typical time (the work is cut off at `CUT_AT` of it); `least`:
+    the shortest deadline in seconds;
     `runs`: timed runs per calibration point at start-up."""
 
     pad: bool = True
-    margin: float = 1.5
+    margin: float = 2.0  # the work may take 1.5 times its typical time (CUT_AT * margin)
     least: float = 0.05
     runs: int = 5
 
@@ -149,8 +152,8 @@ class Releases:
             typical = self._typical.get(key)
         if typical is None:
             stand_in = replace(query, table=replace(query.table, engine=self.synthetic()))
-            with warnings.catch_warnings():  # about made-up rows: not the analyst's to see
-                warnings.simplefilter("ignore")
+            with SLOT, warnings.catch_warnings():  # alone, as it will run; its warnings are
+                warnings.simplefilter("ignore")        # about made-up rows
                 typical = _median_time(lambda: run(stand_in), self.cfg.runs)
             with self._lock:
                 self._typical.setdefault(key, typical)
@@ -193,6 +196,14 @@ class _Request:
 
 _current = threading.local()
 
+CUT_AT = 0.75  # work still running at this share of the deadline is cut off: the default answer
+               # (its spend is written) is then ready by the deadline too
+
+# Timed work runs one request at a time, each holding the slot until its deadline: a request run
+# beside another would be slowed by the other's data, and one that started when the last
+# finished its work (not at its deadline) would show how long that work took.
+SLOT = threading.RLock()
+
 
 def watch(connection: T) -> T:
     """Register an engine connection opened by the current request's work (interrupted at the
@@ -216,6 +227,11 @@ def run_with_deadline(work: Callable[[], T], seconds: float | None, on_cut: Call
     instead. `seconds=None` runs `work` as it is (no padding)."""
     if seconds is None:
         return work()
+    with SLOT:
+        return _padded(work, seconds, on_cut)
+
+
+def _padded(work: Callable[[], T], seconds: float, on_cut: Callable[[], T]) -> T:
     start = time.monotonic()
     request = _Request()
     done = threading.Event()
@@ -232,15 +248,20 @@ def run_with_deadline(work: Callable[[], T], seconds: float | None, on_cut: Call
             done.set()
 
     threading.Thread(target=worker, name="bayesdp-deadline", daemon=True).start()
-    if not done.wait(seconds):
+    answer = box
+    if not done.wait(seconds * CUT_AT):
         request.cut_off()
-        return on_cut()
+        answer = {}  # the work may still finish: its result is not the answer
+        try:
+            answer["value"] = on_cut()
+        except BaseException as exc:
+            answer["error"] = exc
     left = start + seconds - time.monotonic()
     if left > 0:
         time.sleep(left)
-    if "error" in box:
-        raise box["error"]
-    value: T = box["value"]
+    if "error" in answer:
+        raise answer["error"]
+    value: T = answer["value"]
     return value
 
 
@@ -282,10 +303,24 @@ def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def costly_expression(column: str) -> str:
-    """A calibration expression over `column`: string work near the checker's growth limit."""
+def costly_expression(column: str, sample: str = "1") -> str:
+    """A calibration expression over `column`: its text doubled four times (16-fold, the
+    checker's limit) by replacing the most common character of `sample`, one of its values;
+    replacing many matches is the costliest work per unit of cost the checker admits."""
+    c = max(sample, key=sample.count) if sample else "1"
+    literal, doubled = "'" + c.replace("'", "''") + "'", "'" + (c * 2).replace("'", "''") + "'"
     text = f"CAST({_quoted(column)} AS VARCHAR)"
-    return f"length(upper(replace(replace({text}, '1', '1111'), '2', '2222'))) >= 0"
+    for _ in range(4):
+        text = f"replace({text}, {literal}, {doubled})"
+    return f"length({text}) >= 0"
+
+
+def longest_text(ds: Dataset) -> tuple[str, str]:
+    """The column with the longest public value as text, and that value (calibration reads
+    strings as long as the data's may be, by the schema)."""
+    values = [(str(v), c.name) for c in ds.columns.values() for v in (c.domain or c.bounds or ())]
+    value, name = max(values, key=lambda x: len(x[0]), default=("1", next(iter(ds.columns))))
+    return name, value
 
 
 def synthetic_frame(ds: Dataset, rows: int) -> pd.DataFrame:
@@ -325,7 +360,7 @@ def calibrate_dataset(service: Any, ds: Dataset, cfg: TimingConfig) -> Releases:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        costly = {**count, "where": [costly_expression(next(iter(ds.columns)))]}
+        costly = {**count, "where": [costly_expression(*longest_text(ds))]}
         model = calibrate([point(count), point(costly)], cfg.runs)
     return Releases(lambda: service.query(cal, count)[0].table.engine, model.per_cost, cfg)
 
@@ -333,13 +368,18 @@ def calibrate_dataset(service: Any, ds: Dataset, cfg: TimingConfig) -> Releases:
 def calibrate_holdout(connection: Any, train: str, holdout_rows: int, columns: list[str],
                       cfg: TimingConfig) -> Model:
     """`Model` of holdout queries, timed on the public training table (`train`, quoted) and a
-    table of its rows repeated to the holdout's size in place of the holdout."""
+    table of its rows repeated to the holdout's size in place of the holdout, the costly query
+    growing the training table's longest text."""
     stand_in = _quoted(train.strip('"') + "#calibration")
     connection.execute(f"CREATE OR REPLACE TABLE {stand_in} AS SELECT t.* FROM {train} AS t, "
                        f"range(CAST(ceil({holdout_rows} / (SELECT count(*) FROM {train})) AS BIGINT)) "
                        f"LIMIT {holdout_rows}")
+    texts = [f"CAST({_quoted(c)} AS VARCHAR)" for c in columns]
+    longest = connection.execute("SELECT " + ", ".join(f"arg_max({t}, length({t}))" for t in texts) +
+                                 f" FROM {train}").fetchone()
+    value, column = max(zip([v or "" for v in longest], columns, strict=True), key=lambda x: len(x[0]))
     cheap = row_expression(_quoted(columns[0]), columns)
-    costly = row_expression(costly_expression(columns[0]), columns)
+    costly = row_expression(costly_expression(column, value), columns)
 
     def point(queries: list[RowExpression]) -> Point:
         return len(queries), query_cost(queries), lambda: table_means(connection, [train, stand_in], queries)
