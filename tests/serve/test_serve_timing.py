@@ -29,7 +29,7 @@ PAIRS = 30
 LEVEL = 1e-6
 ROWS = 400
 TOP = 90_000  # the largest wage: `wage >= TOP` matches one row, `wage >= TOP + 1` none
-NAME = "a" * 400
+NAME = "a" * 1000
 
 CONFIG = """
 state = "state"
@@ -51,7 +51,7 @@ sigma = 0.01
 budget = 1000
 """
 
-# A string grown 100,000-fold by nested replace (40 MB) on the row that matches.
+# A string grown 100,000-fold by nested replace (100 MB) on the row that matches.
 GROWN = "length(" + "replace(" * 5 + "name" + ", 'a', 'aaaaaaaaaa')" * 5 + ")"
 # Within the checker's limits (16 times the column): admitted, so the padding must hide it.
 CAPPED = "length(" + "replace(" * 4 + "name" + ", 'a', 'aa')" * 4 + ")"
