@@ -25,6 +25,7 @@ import statistics
 import threading
 import time
 import warnings
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -196,6 +197,7 @@ class _Request:
 
 _current = threading.local()
 
+PENDING = 16  # connections a thread keeps for its next timed request (previews open some too)
 CUT_AT = 0.75  # work still running at this share of the deadline is cut off: the default answer
                # (its spend is written) is then ready by the deadline too
 
@@ -206,11 +208,16 @@ SLOT = threading.RLock()
 
 
 def watch(connection: T) -> T:
-    """Register an engine connection opened by the current request's work (interrupted at the
-    cut-off); returns it."""
+    """Register an engine connection opened by the current request's work, or by this thread
+    while it prepares a request (the next `run_with_deadline` on this thread adopts it), so that
+    the cut-off interrupts it; returns it."""
     request: _Request | None = getattr(_current, "request", None)
     if request is not None:
         request.watch(connection)
+    else:
+        if not hasattr(_current, "pending"):
+            _current.pending = deque(maxlen=PENDING)
+        _current.pending.append(connection)
     return connection
 
 
@@ -234,6 +241,10 @@ def run_with_deadline(work: Callable[[], T], seconds: float | None, on_cut: Call
 def _padded(work: Callable[[], T], seconds: float, on_cut: Callable[[], T]) -> T:
     start = time.monotonic()
     request = _Request()
+    pending = getattr(_current, "pending", ())
+    request.connections.extend(pending)  # the relations a query was built on run there
+    if pending:
+        pending.clear()
     done = threading.Event()
     box: dict[str, Any] = {}
 
