@@ -213,7 +213,7 @@ class Service:
         """Run a spec's release through `Query.release`, or SQL through `bayesdp.sql`, both of
         which spend on the ledger before any noise; returns its public JSON and, for the
         curator's audit log only, its exact diagnostics."""
-        with timing.SLOT, warnings.catch_warnings(record=True) as caught:
+        with timing.alone(bool(self.deadlines)), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             if "sql" in request:
                 t = self.translation(ds, request)
@@ -334,7 +334,7 @@ class HoldoutService:
         """Answer row-wise SQL expressions with Thresholdout, in order. Each row's value is the
         expression as a number, NULL or non-numeric as 0, clipped into [0, 1]: a statistical
         query for any expression, so whether a query fails never depends on the holdout's rows."""
-        with timing.SLOT:
+        with timing.alone(self.model is not None):
             return self._query(expressions)
 
     def _query(self, expressions: Any) -> list[Answer]:

@@ -14,13 +14,14 @@ Hooks for the service: `run_with_deadline(work, seconds, on_cut)` runs `work` in
 thread, alone (one timed request at a time, `SLOT`), and returns at the deadline; engine
 connections opened by that work pass through `watch(connection)`, so that the cut-off can
 interrupt them; `check()` inside the work refuses to go on once the request is cut off (call
-it, under the lock the cut-off takes, before a step that changes state). Hold `SLOT` around a
-request's preparation too (it is re-entrant), so that other requests' parsing does not slow
-the timed work.
+it, under the lock the cut-off takes, before a step that changes state). Hold `alone(...)`
+around a request's preparation too (`SLOT` is re-entrant), so that other requests' parsing
+does not slow the timed work.
 """
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import threading
 import time
@@ -205,6 +206,11 @@ CUT_AT = 0.75  # work still running at this share of the deadline is cut off: th
 # beside another would be slowed by the other's data, and one that started when the last
 # finished its work (not at its deadline) would show how long that work took.
 SLOT = threading.RLock()
+
+
+def alone(padded: bool) -> contextlib.AbstractContextManager[Any]:
+    """Hold `SLOT` while a padded request is prepared and run (nothing when padding is off)."""
+    return SLOT if padded else contextlib.nullcontext()
 
 
 def watch(connection: T) -> T:
