@@ -152,3 +152,14 @@ def test_bad_timing_settings_are_refused_by_name(tmp_path: Path, timing_doc: Any
 def test_answers_are_padded_unless_the_configuration_says_otherwise(tmp_path: Path) -> None:
     assert parse_config(config_doc(tmp_path), tmp_path).timing == timing.TimingConfig(pad=True)
     assert not parse_config(config_doc(tmp_path, {"pad": False}), tmp_path).timing.pad
+
+
+def test_a_release_that_fails_on_the_synthetic_rows_still_gets_a_deadline(service: Service) -> None:
+    ds = service.dataset("visits")
+    query, _, options = service.query(ds, {"epsilon": 1.0, "aggregates": {"n": {"kind": "count"}}})
+
+    def fails(q: Any) -> Any:
+        time.sleep(0.01)
+        raise ValueError("made-up rows")
+
+    assert service.deadlines["visits"].deadline(query, options, fails, "spec") >= 0.02
