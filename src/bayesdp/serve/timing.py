@@ -1,14 +1,18 @@
 """Time is an output: each request that reads private data is answered at a deadline fixed before
 it runs, from public facts only (the table's row count and the request's cost bound), never
-earlier. Work still running at the deadline is interrupted and answered with a default fixed in
-advance (`DeadlinePassed`, after spending what the request declared), so a slow row cannot
-make an answer come later (Haeberlen, Pierce and Narayan, "Differential Privacy Under Fire",
-USENIX Security 2011, section 6: predictable transactions with a timeout and a default).
+earlier. Work still running at `CUT_AT` of the deadline is interrupted and answered at the
+deadline with a default fixed in advance (`DeadlinePassed`, after spending what the request
+declared), so a slow row cannot make an answer come later (Haeberlen, Pierce and Narayan,
+"Differential Privacy Under Fire", USENIX Security 2011: predictable transactions with a
+timeout and a default).
 
-The deadline of a request of cost c on a table is `margin * (fixed + per_cost * c)`, at least
-`least` seconds, where `fixed` and `per_cost` are fitted at start-up by timing requests on
-synthetic data of the table's public schema and size (`calibrate`). The cost c is public:
-`bayesdp.expressions.RowExpression.cost` summed over a request's expressions (`query_cost`).
+A release's deadline is `margin * (typical + per_cost * c)`, at least `least` seconds
+(`Releases`): `typical` is the time of a release of the same shape on synthetic rows of the
+dataset's public schema and row count, `per_cost` the time per unit of cost fitted at start-up
+on the same rows with the costliest string work the checker admits (`calibrate_dataset`), and
+c the request's public cost bound, `bayesdp.expressions.RowExpression.cost` summed over its
+expressions (`query_cost`). A holdout query's is `margin * Model(...)`, fitted on the public
+training table (`calibrate_holdout`).
 
 Hooks for the service: `run_with_deadline(work, seconds, on_cut)` runs `work` in its own
 thread, alone (one timed request at a time, `SLOT`), and returns at the deadline; engine
