@@ -126,12 +126,17 @@ def test_deadlines_follow_the_cost_bound(service: Service) -> None:
     cheap, _, options = service.query(ds, {"epsilon": 1.0, "aggregates": {"n": {"kind": "count"}}})
     costly, _, _ = service.query(ds, {"epsilon": 1.0, "aggregates": {"n": {"kind": "count"}}, "where": [
         "length(replace(replace(replace(replace(shop, 'a', 'aa'), 'a', 'aa'), 'a', 'aa'), 'a', 'aa')) > 0"]})
-    deadlines = service.deadlines["visits"]
+    cfg = timing.TimingConfig(runs=1, least=0.0)
+    # 10 ms per unit of cost, and every release shape takes 10 ms on the synthetic rows.
+    deadlines = timing.Releases(service.deadlines["visits"].synthetic, 0.01, cfg)
 
-    def run(q: Any) -> Any:
-        return q.release(**options)
+    def run(q: Any) -> None:
+        time.sleep(0.01)
 
-    assert deadlines.deadline(costly, options, run, "spec") > deadlines.deadline(cheap, options, run, "spec")
+    cost = timing.query_cost(costly.table.filters)
+    assert cost > 50
+    gap = deadlines.deadline(costly, options, run, "spec") - deadlines.deadline(cheap, options, run, "spec")
+    assert gap == pytest.approx(cfg.margin * 0.01 * cost, abs=0.05)
 
 
 def config_doc(root: Path, timing_doc: Any = None) -> dict[str, Any]:
