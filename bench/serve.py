@@ -1,9 +1,11 @@
 """The service over loopback on a 1M-row dataset: preview latency, release overhead against the
 same release in process, and holdout queries per second, alone and under 8 concurrent clients;
-under load, release throughput and /health latency with 16 and 64 clients releasing at once.
+under load, release throughput and /health latency with 16 and 64 clients releasing at once; and
+the latency the deadlines cost (`padding`: the same requests to a second server with
+`timing = { pad = false }`, alternated, and a CASE whose costly branch every row or no row takes).
 
     .venv/bin/python bench/serve.py [--rows 1000000] [--requests 200] [--seconds 15]
-                                    [--only preview,release,holdout,load]
+                                    [--only preview,release,holdout,load,padding]
 
 Starts `bayesdp serve` (uvicorn, one process) on 127.0.0.1 and a free port in a temporary
 directory. The in-process release runs on the same data in the same DuckDB setup (a table in
@@ -159,12 +161,62 @@ def holdout_body(i: int) -> dict[str, list[str]]:
     return {"queries": [f"spend > {i % 97 + 0.5}"]}
 
 
+# Every row takes the costly branch (a string grown 16-fold, the checker's limit) or none does.
+COSTLY = ("CASE WHEN spend >= {v} THEN length(replace(replace(replace(replace(CAST(spend AS VARCHAR), "
+          "'1', '11'), '2', '22'), '3', '33'), '4', '44')) ELSE 0 END")
+
+
+def padding(root: Path, config: Path, padded_url: str, headers: dict[str, str], n: int) -> None:
+    """p50 latency with deadlines (the running server) and without (a second one), alternated."""
+    unpadded = root / "unpadded.toml"
+    unpadded.write_text(config.read_text().replace('state = "state"', 'state = "state-unpadded"\n'
+                                                   'timing = { pad = false }'))
+    state = State(load_config(unpadded))
+    token = state.add_analyst("bench")
+    state.set_budget("bench", "events", Budget(1e6, 1e-6, "basic"))
+    state.close()
+    process, url = start(unpadded)
+    try:
+        padded_http = httpx.Client(base_url=padded_url, headers=headers, timeout=120)
+        plain_http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120)
+        bodies: dict[str, tuple[str, Callable[[int], Any]]] = {
+            "release": ("/v1/releases", lambda i: {"dataset": "events", "spec": SPEC}),
+            "holdout": ("/v1/holdouts/model/queries", holdout_body),
+            "CASE, every row costly": ("/v1/releases", lambda i: case_body(0)),
+            "CASE, no row costly": ("/v1/releases", lambda i: case_body(1e9)),
+        }
+        medians: dict[tuple[str, bool], float] = {}
+        for name, (path, body) in bodies.items():
+            times: dict[bool, list[float]] = {True: [], False: []}
+            for i in range(n + 2):
+                for pad, http in ((True, padded_http), (False, plain_http)):
+                    t = time.perf_counter()
+                    http.post(path, json=body(i)).raise_for_status()
+                    if i >= 2:  # the first of a shape measures it on synthetic rows
+                        times[pad].append(time.perf_counter() - t)
+            medians |= {(name, pad): statistics.median(ts) for pad, ts in times.items()}
+            print(f"{name}: p50 {ms(times[False], 0.5)} without deadlines, {ms(times[True], 0.5)} with "
+                  f"(x{medians[name, True] / medians[name, False]:.2f})")
+        gap = medians["CASE, every row costly", False] - medians["CASE, no row costly", False]
+        headroom = medians["CASE, no row costly", True] - medians["CASE, no row costly", False]
+        print(f"CASE branches: every row costly minus none, without deadlines {1000 * gap:.1f} ms; "
+              f"the padding absorbs {1000 * headroom:.1f} ms (deadline minus typical time)")
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def case_body(v: float) -> dict[str, Any]:
+    return {"dataset": "events", "spec": {**SPEC, "aggregates": {
+        "x": {"kind": "sum", "column": COSTLY.format(v=v), "bounds": [0, 100]}}}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=15.0, help="length of each load run")
-    parser.add_argument("--only", default="preview,release,holdout,load",
+    parser.add_argument("--only", default="preview,release,holdout,load,padding",
                         help="comma-separated parts to run (default: all)")
     args = parser.parse_args()
     parts = set(args.only.split(","))
@@ -235,6 +287,8 @@ def main() -> None:
             for clients in (16, 64):
                 print("under load:", under_load(url, headers, {"dataset": "events", "spec": SPEC}, clients,
                                                 args.seconds))
+        if "padding" in parts:
+            padding(root, config, url, headers, max(10, n // 10))
     finally:
         process.terminate()
         process.wait(timeout=30)

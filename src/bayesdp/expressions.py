@@ -35,9 +35,16 @@ What is promised (and what is not):
   rendered so that they never raise, so only overflow and implicit casts of text take that path.
 - Errors a constant causes (a bad literal, an unknown date part) do not depend on the data and
   are reported as they are.
-- Not promised: the time (see above) or memory an expression takes (it runs once per row in the
-  engine), and anything about values a filter keeps: a filter is public, so choose it before
-  looking at the data, and each release spends its own budget.
+- Cost: `RowExpression.cost` bounds the work per row from the expression's structure alone
+  (public), in units of one scalar operation or one pass over a string as long as the longest
+  value of the columns read (`_Cost`). Strings can grow only by a bounded factor: an expression
+  whose string may become more than `MAX_STRING_GROWTH` times as long as the columns it reads,
+  or longer than `MAX_STRING_CHARS` characters of literals (nested `replace`, repeated `||`),
+  is refused. CASE counts every branch, so the bound holds whichever branch a row takes. The
+  service pads each request to a deadline computed from this bound (`bayesdp.serve.timing`).
+- Not promised: the time (see above) or memory an expression takes outside that service, and
+  anything about values a filter keeps: a filter is public, so choose it before looking at the
+  data, and each release spends its own budget.
 """
 
 from __future__ import annotations
@@ -57,6 +64,8 @@ from bayesdp.errors import InvalidParameter, invalid
 Dialect = Literal["duckdb", "spark"]
 
 MAX_LENGTH = 10_000  # characters of expression text; longer input is refused before parsing
+MAX_STRING_GROWTH = 16  # a string built per row: at most this many times the columns' length ...
+MAX_STRING_CHARS = 4_096  # ... plus at most this many characters (from literals and numbers)
 
 # Operators and structure whose children are checked like any other node.
 _STRUCTURE: frozenset[type[exp.Expression]] = frozenset({
@@ -184,6 +193,7 @@ class RowExpression:
     text: str
     columns: frozenset[str]
     tree: exp.Expression = field(repr=False, compare=False)
+    cost: float = field(default=1.0, compare=False)  # per-row work bound (see the module docstring)
 
     def sql(self, dialect: Dialect = "duckdb") -> str:
         """The checked tree as SQL for `dialect`, in parentheses, with errors made NULL (see the
@@ -264,6 +274,7 @@ def row_expression(source: str | exp.Expression | RowExpression, columns: Collec
     try:
         checker = _Checker(cols, role)
         checker.check(tree)
+        cost = _Cost(role).total(tree)
         tree = _bottom_up(tree, _normalize)
         while isinstance(tree, exp.Paren):
             tree = tree.this
@@ -272,7 +283,7 @@ def row_expression(source: str | exp.Expression | RowExpression, columns: Collec
         raise InvalidParameter(f"{role}: the expression is nested too deeply") from None
     except SqlglotError as exc:
         raise InvalidParameter(f"{role}: cannot render the expression: {exc}") from None
-    return RowExpression(text, frozenset(checker.used), tree)
+    return RowExpression(text, frozenset(checker.used), tree, cost)
 
 
 def _parse(text: str, role: str, columns: Collection[str] = ()) -> exp.Expression:
@@ -493,3 +504,112 @@ def _is_constant(node: exp.Expression) -> bool:
     if isinstance(node, exp.Neg | exp.Paren):
         return _is_constant(node.this)
     return isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal)
+
+
+# Nodes whose value is one of their operands' strings, or a part of it.
+_SAME_STRING: frozenset[type[exp.Expression]] = frozenset({
+    exp.Paren, exp.Case, exp.If, exp.Coalesce, exp.Nullif, exp.Least, exp.Greatest, exp.Try,
+    exp.Lower, exp.Upper, exp.Trim,
+})
+_PREFIX_STRING: frozenset[type[exp.Expression]] = frozenset({exp.Substring, exp.Left, exp.Right})
+_NUMBER_CHARS = 40  # the longest text of a number, date or boolean cast to VARCHAR
+_STRING_UNIT = 64  # characters of literal text counted as one pass of cost
+
+
+@dataclass(frozen=True)
+class _Length:
+    """A bound on the length of a string value: `growth` times the longest value of the columns
+    read, plus `chars` characters."""
+
+    growth: float
+    chars: float
+
+    def __or__(self, other: _Length) -> _Length:  # either of the two
+        return _Length(max(self.growth, other.growth), max(self.chars, other.chars))
+
+    def __add__(self, other: _Length) -> _Length:  # both, one after the other
+        return _Length(self.growth + other.growth, self.chars + other.chars)
+
+    @property
+    def passes(self) -> float:
+        return self.growth + self.chars / _STRING_UNIT
+
+
+_SCALAR = _Length(0.0, _NUMBER_CHARS)
+
+
+class _Cost:
+    """The cost pass: a bound on each node's string length, and the work of the whole tree.
+
+    A node costs one operation plus one pass over each string it reads or builds (scanning,
+    comparing, copying), so the total bounds the per-row work by the tree's size and the
+    strings' lengths, not by which CASE branch a row takes (Haeberlen, Pierce and Narayan,
+    "Differential Privacy Under Fire", USENIX Security 2011, section 5: a per-row time bound)."""
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+        self.work = 0.0
+
+    def total(self, tree: exp.Expression) -> float:
+        self.length(tree)
+        return self.work
+
+    def length(self, node: exp.Expression) -> _Length | None:
+        """The node's string length bound (None: not a string), adding its work to the total."""
+        children = [] if isinstance(node, exp.Column) else \
+            [c for c in node.iter_expressions() if not isinstance(c, exp.DataType)]
+        lengths = [self.length(c) for c in children]
+        out = self._out(node, children, lengths)
+        self.work += 1 + sum(x.passes for x in [out, *lengths] if x is not None)
+        if out is not None and (out.growth > MAX_STRING_GROWTH or out.chars > MAX_STRING_CHARS):
+            size = "grow without bound" if out.growth == float("inf") else \
+                f"be {out.growth:g} times as long as the columns it reads plus {out.chars:,.0f} characters"
+            raise InvalidParameter(
+                f"{self.role}: {_named(node)}{_where(node)} builds a string that can {size}; "
+                f"the limits are {MAX_STRING_GROWTH} times and {MAX_STRING_CHARS:,} "
+                "characters (a string that grows per row makes the time of a query tell about "
+                "the row)")
+        return out
+
+    def _out(self, node: exp.Expression, children: list[exp.Expression],
+             lengths: list[_Length | None]) -> _Length | None:
+        strings = [x or _SCALAR for x in lengths]
+        if isinstance(node, exp.Column):
+            return _Length(1.0, 0.0)
+        if isinstance(node, exp.Literal):
+            return _Length(0.0, len(node.name)) if node.is_string else None
+        if isinstance(node, exp.DPipe):
+            return strings[0] + strings[1]
+        if isinstance(node, exp.Cast | exp.TryCast):
+            to = node.args.get("to")
+            text = isinstance(to, exp.DataType) and to.this in (_T.VARCHAR, _T.TEXT, _T.CHAR)
+            return (strings[0] | _SCALAR) if text else None
+        if isinstance(node, exp.Replace):
+            of = dict(zip(map(id, children), strings, strict=True))
+            return _replace(node, *(of.get(id(node.args.get(k)), _SCALAR)
+                                    for k in ("this", "replacement")))
+        if type(node) in _PREFIX_STRING:
+            return lengths[0]
+        if type(node) in _SAME_STRING:
+            found = [x for x in lengths if x is not None]
+            return None if not found else _union(found)
+        return None
+
+
+def _replace(node: exp.Expression, s: _Length, b: _Length) -> _Length:
+    """replace(s, a, b) is at most len(s) * max(1, len(b) / len(a)) long (each match of `a` becomes
+    `b`): `a` counts as one character unless it is a string literal; a `b` that grows with the
+    columns makes the bound quadratic in their length, so it counts as unbounded."""
+    if b.growth > 0:
+        return _Length(float("inf"), float("inf"))
+    pattern = node.expression
+    least = len(pattern.name) if isinstance(pattern, exp.Literal) and pattern.is_string else 1
+    factor = max(1.0, b.chars / max(least, 1))
+    return _Length(s.growth * factor, s.chars * factor)
+
+
+def _union(lengths: list[_Length]) -> _Length:
+    out = lengths[0]
+    for x in lengths[1:]:
+        out = out | x
+    return out

@@ -23,6 +23,7 @@ CONFIG = """
 state = "state"
 max_body_bytes = 1_000_000
 rate_per_minute = {rate}
+timing = {{ pad = false }}  # answers as soon as they are ready: test_serve_timing.py times them
 
 [datasets.visits]
 source = "visits.csv"

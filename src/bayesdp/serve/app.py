@@ -35,6 +35,7 @@ from bayesdp.serve.limits import Busy, Interrupted, Pool, TooCostly, interruptib
 from bayesdp.serve.openapi import docs_page, openapi_schema
 from bayesdp.serve.service import AuditedLedger, DatasetNotFound, Service
 from bayesdp.serve.state import UNWRITABLE, Analyst, State
+from bayesdp.serve.timing import DeadlinePassed
 from bayesdp.serve.wire import release_from_json
 from bayesdp.sql import SqlError
 
@@ -142,6 +143,9 @@ def create_app(config: Config) -> Starlette:
         except BudgetExceeded as exc:
             status, detail = "403", str(exc)
             response = _error(403, "budget_exceeded", public_message(exc, rid), rid)
+        except DeadlinePassed as exc:  # the same answer whatever made the work slow
+            status, detail = "503", str(exc)
+            response = _error(503, "deadline", exc.public_message, rid)
         except TooCostly as exc:
             status, detail = "413", str(exc)
             response = _error(413, "too_costly", exc.public_message, rid)

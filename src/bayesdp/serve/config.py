@@ -6,6 +6,7 @@
                                      # a minute, then 429
     trusted_proxies = ["127.0.0.1"]  # reverse proxies whose X-Forwarded-For names the client
                                      # (addresses or networks; default none: the peer is the client)
+    timing = { margin = 2.0 }        # answers at a deadline: bayesdp.serve.timing (pad, margin, least, runs)
     [limits]                         # what one request may cost: see bayesdp.serve.limits
     max_bins = 10_000
 
@@ -49,8 +50,10 @@ from bayesdp.errors import InvalidParameter, invalid
 from bayesdp.privacy import Guarantee
 from bayesdp.privacy.filters import ACCOUNTINGS, PLD_REFUSED
 from bayesdp.serve.limits import Limits, parse_limits
+from bayesdp.serve.timing import TimingConfig, parse_timing
 
-_TOP = ("state", "max_body_bytes", "rate_per_minute", "trusted_proxies", "limits", "datasets", "holdouts")
+_TOP = ("state", "max_body_bytes", "rate_per_minute", "trusted_proxies", "limits", "timing", "datasets",
+        "holdouts")
 _DATASET = ("source", "privacy_unit", "unit_name", "description", "columns", "budget", "synthetic",
             "max_groups_per_unit", "max_rows_per_group", "alpha", "noise", "analysts")
 _OPTIONS = ("max_groups_per_unit", "max_rows_per_group", "alpha", "noise")
@@ -152,6 +155,7 @@ class Config:
     rate_per_minute: int = 120
     trusted_proxies: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
+    timing: TimingConfig = field(default_factory=TimingConfig)
 
 
 def load_config(path: str | Path) -> Config:
@@ -182,6 +186,7 @@ def parse_config(doc: dict[str, Any], base: Path) -> Config:
         rate_per_minute=_int(doc.get("rate_per_minute", 120), "rate_per_minute"),
         trusted_proxies=_proxies(doc.get("trusted_proxies", [])),
         limits=parse_limits(doc.get("limits", {})),
+        timing=parse_timing(doc.get("timing")),
     )
 
 

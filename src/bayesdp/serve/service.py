@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -28,11 +29,11 @@ from bayesdp.errors import (
     check_positive_int,
     invalid,
 )
-from bayesdp.expressions import fold, resolve_column, row_expression
+from bayesdp.expressions import RowExpression, fold, resolve_column, row_expression
 from bayesdp.holdout import ReusableHoldout, table_means
 from bayesdp.jsonable import guarantee_json, plain
 from bayesdp.privacy import Ledger, Spend
-from bayesdp.serve import limits
+from bayesdp.serve import limits, timing
 from bayesdp.serve.config import Config, Dataset, Holdout
 from bayesdp.serve.schema import check_columns
 from bayesdp.serve.state import State
@@ -99,6 +100,12 @@ class Service:
             check_columns(ds, self.relation("ds", ds.name), self.db.cursor())
         self._metadata = {ds.name: ds.sql_metadata() for ds in config.datasets.values()}
         self.holdouts = {h.name: HoldoutService(self, h) for h in config.holdouts.values()}
+        # Deadlines: measured on synthetic data of each table's public schema and size (public).
+        self.deadlines = {} if not config.timing.pad else {
+            ds.name: timing.calibrate_dataset(self, ds, config.timing) for ds in config.datasets.values()}
+
+    def rows(self, kind: str, name: str) -> int:
+        return int(self.relation(kind, name).aggregate("count(*)").fetchall()[0][0])
 
     def _load(self, kind: str, name: str, path: Path, keep: list[str] | None, key: str) -> list[str]:
         """Copy a source's columns `keep` (None: all) into the service's database; returns them."""
@@ -115,7 +122,7 @@ class Service:
 
     def relation(self, kind: str, name: str) -> duckdb.DuckDBPyRelation:
         """A relation over a loaded table on a new cursor (one per request and thread)."""
-        return limits.cursor(self.db).sql(f"SELECT * FROM {_table_name(kind, name)}")
+        return timing.watch(limits.cursor(self.db)).sql(f"SELECT * FROM {_table_name(kind, name)}")
 
     def dataset(self, name: Any, analyst_id: str) -> Dataset:
         """A dataset this analyst may use; one they may not is refused as one that does not exist."""
@@ -252,23 +259,41 @@ class Service:
         which spend on the ledger before any noise; returns its public JSON and, for the
         curator's audit log only, its exact diagnostics."""
         check_request(request)
-        with warnings.catch_warnings(record=True) as caught:
+        with timing.alone(bool(self.deadlines)), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             if "sql" in request:
                 t = self.translation(ds, request)
-                release = release_translation(t, ledger=ledger)
                 asked: dict[str, Any] = {"sql": t.text}
-                options = t.options
+                query, options = t.query, t.options
+                release = self.timed(ds, query, options, ledger, "sql", lambda q, led: release_translation(
+                    replace(t, query=q), ledger=led))
             else:
                 query, asked, options = self.query(ds, request.get("spec"))
                 if "epsilon" not in options:
                     raise InvalidParameter("epsilon is missing: give it in the spec")
-                release = query.release(ledger=ledger, label=asked.get("label"), **options)
+                release = self.timed(ds, query, options, ledger, "spec", lambda q, led: q.release(
+                    ledger=led, label=asked.get("label"), **options))
         doc = release_json(replace(release, dataset=ds.name), asked, options)
         # A CuratorWarning states exact facts about the data: the audit log gets it, not the analyst.
         curator = [str(w.message) for w in caught if issubclass(w.category, CuratorWarning)]
         doc["warnings"] = [str(w.message) for w in caught if not issubclass(w.category, CuratorWarning)]
         return doc, " ".join([*release.curator_notes(), *curator])
+
+    def timed(self, ds: Dataset, query: tables.Query, options: dict[str, Any], ledger: AuditedLedger,
+              kind: str, run: Callable[[tables.Query, Any], tables.Release]) -> tables.Release:
+        """`run(query, ledger)` answered at the deadline of its public shape and cost on `ds`;
+        cut off there, it spends the plan's guarantee (unless it had) and raises DeadlinePassed."""
+        declared = query.plan(**{k: v for k, v in options.items() if k != "alpha"}).guarantee
+        deadlines = self.deadlines.get(ds.name)
+        seconds = None if deadlines is None else \
+            deadlines.deadline(query, options, lambda q: run(q, None), kind)
+        guarded = timing.GuardedLedger(ledger)
+
+        def cut() -> tables.Release:
+            guarded.cut_off(declared, f"{query.describe()} (cut off at its deadline)")
+            raise timing.passed(seconds or 0.0)
+
+        return timing.run_with_deadline(lambda: run(query, guarded), seconds, cut)
 
     # -- synthetic data ------------------------------------------------------------------
 
@@ -323,16 +348,21 @@ class HoldoutService:
         self._rows("train")
         self._lock = threading.Lock()
         base, open_run = service.state.holdout_state(cfg.name)
-        self._base = base + int(open_run)
-        left = cfg.budget - self._base
-        self._holdout = None if left < 1 else ReusableHoldout(
-            None, holdout=self.n, threshold=cfg.threshold, sigma=cfg.sigma, budget=left)
-        self._open = False
+        self._resume(base + int(open_run))
         self.epsilon_per_overflow = ReusableHoldout(
             None, holdout=self.n, threshold=cfg.threshold, sigma=cfg.sigma, budget=1).epsilon_per_overflow
+        self.model = None if not service.config.timing.pad else timing.calibrate_holdout(
+            service.db, self._tables[0], self.n, self.columns, service.config.timing)
+
+    def _resume(self, used: int) -> None:
+        """Go on with `used` overflows spent (as after a restart)."""
+        self._base, self._open = used, False
+        left = self.cfg.budget - used
+        self._holdout = None if left < 1 else ReusableHoldout(
+            None, holdout=self.n, threshold=self.cfg.threshold, sigma=self.cfg.sigma, budget=left)
 
     def _rows(self, kind: str) -> int:
-        n = int(self.service.relation(kind, self.cfg.name).aggregate("count(*)").fetchall()[0][0])
+        n = self.service.rows(kind, self.cfg.name)
         if n < 1:
             raise DataError(f"holdouts.{self.cfg.name}.{kind} has no rows")
         return n
@@ -351,12 +381,19 @@ class HoldoutService:
     def share(self) -> int:
         return self.cfg.share or self.cfg.budget
 
+    def _spent_by(self, analyst_id: str) -> int:
+        return self.service.state.holdout_share_spent(self.cfg.name, analyst_id)
+
     def query(self, expressions: Any, analyst_id: str) -> list[Answer]:
         """Answer row-wise SQL expressions with Thresholdout, in order; once the analyst's share
         of overflows is spent, as exhausted (`budget_left` is what is left to them). Each row's
         value is the expression as a number, NULL or non-numeric as 0, clipped into [0, 1]: a
         statistical query for any expression, so whether a query fails never depends on the
         holdout's rows."""
+        with timing.alone(self.model is not None):
+            return self._query(expressions, analyst_id)
+
+    def _query(self, expressions: Any, analyst_id: str) -> list[Answer]:
         if isinstance(expressions, str):
             expressions = [expressions]
         if not isinstance(expressions, list) or not expressions or \
@@ -364,12 +401,36 @@ class HoldoutService:
             raise invalid("queries", expressions, "a non-empty list of SQL expressions")
         limits.check_holdout(expressions, self.service.config.limits)
         checked = [row_expression(e, self.columns, role="holdout query") for e in expressions]
-        train, holdout = table_means(limits.cursor(self.service.db), self._tables, checked)
+        exhausted = [Answer(None, "exhausted", 0) for _ in checked]
+        # Public (the holdout's budget left, the analyst's own share): answered without reading a row.
+        if self._holdout is None or self._spent_by(analyst_id) >= self.share:
+            return exhausted
+        seconds = None if self.model is None else \
+            self.model.deadline(len(checked), timing.query_cost(checked), self.service.config.timing)
+        return timing.run_with_deadline(lambda: self._answer(checked, exhausted, analyst_id), seconds,
+                                        lambda: self._cut(len(checked), analyst_id))
+
+    def _cut(self, queries: int, analyst_id: str) -> list[Answer]:
+        """The answer of a request cut off at its deadline: no values, and each query charged
+        as an overflow (the most it could have cost), so that the cut-off is paid for."""
         with self._lock:
             h = self._holdout
+            used = self._base + int(self._open) + (0 if h is None else h.overflows) + queries
+            used = min(used, self.cfg.budget)
+            mine = min(self._spent_by(analyst_id) + queries, self.share)
+            self.service.state.save_holdout_state(self.cfg.name, used, False, analyst_id, mine)
+            self._resume(used)
+            left = 0 if self._holdout is None else min(self._holdout.budget_left, self.share - mine)
+        return [Answer(None, "deadline", left) for _ in range(queries)]
+
+    def _answer(self, checked: list[RowExpression], exhausted: list[Answer], analyst_id: str) -> list[Answer]:
+        train, holdout = table_means(timing.watch(limits.cursor(self.service.db)), self._tables, checked)
+        with self._lock:
+            timing.check()  # cut off meanwhile: the holdout's state is no longer this request's
+            h = self._holdout
             if h is None:
-                return [Answer(None, "exhausted", 0) for _ in checked]
-            used = self.service.state.holdout_share_spent(self.cfg.name, analyst_id)
+                return exhausted
+            used = self._spent_by(analyst_id)
             answers = []
             for t, m in zip(train, holdout, strict=True):
                 if used >= self.share:

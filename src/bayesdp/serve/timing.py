@@ -1,0 +1,417 @@
+"""Time is an output: each request that reads private data is answered at a deadline fixed before
+it runs, from public facts only (the table's row count and the request's cost bound), never
+earlier. Work still running at `CUT_AT` of the deadline is interrupted and answered at the
+deadline with a default fixed in advance (`DeadlinePassed`, after spending what the request
+declared), so a slow row cannot make an answer come later (Haeberlen, Pierce and Narayan,
+"Differential Privacy Under Fire", USENIX Security 2011: predictable transactions with a
+timeout and a default).
+
+A release's deadline is `margin * (typical + per_cost * c)`, at least `least` seconds
+(`Releases`): `typical` is the time of a release of the same shape on synthetic rows of the
+dataset's public schema and row count, `per_cost` the time per unit of cost fitted at start-up
+on the same rows with the costliest string work the checker admits (`calibrate_dataset`), and
+c the request's public cost bound, `bayesdp.expressions.RowExpression.cost` summed over its
+expressions (`query_cost`). A holdout query's is `margin * Model(...)`, fitted on the public
+training table (`calibrate_holdout`).
+
+Hooks for the service: `run_with_deadline(work, seconds, on_cut)` runs `work` in its own
+thread, alone (one timed request at a time, `SLOT`), and returns at the deadline; engine
+connections opened by that work pass through `watch(connection)`, so that the cut-off can
+interrupt them; `check()` inside the work refuses to go on once the request is cut off (call
+it, under the lock the cut-off takes, before a step that changes state). Hold `alone(...)`
+around a request's preparation too (`SLOT` is re-entrant), so that other requests' parsing
+does not slow the timed work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import threading
+import time
+import warnings
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields, is_dataclass, replace
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+import pandas as pd
+
+from bayesdp.errors import BayesdpError, InvalidParameter
+from bayesdp.expressions import RowExpression, row_expression
+from bayesdp.holdout import table_means
+
+if TYPE_CHECKING:
+    from bayesdp.serve.config import Dataset
+
+T = TypeVar("T")
+
+@dataclass(frozen=True)
+class TimingConfig:
+    """`pad`: answer at the deadline (off only for tests that do not measure time); `margin`:
+    deadline over the calibrated typical time (the work is cut off at `CUT_AT` of it); `least`:
+    the shortest deadline in seconds;
+    `runs`: timed runs per calibration point at start-up."""
+
+    pad: bool = True
+    margin: float = 2.0  # the work may take 1.5 times its typical time (CUT_AT * margin)
+    least: float = 0.05
+    runs: int = 5
+
+
+def parse_timing(doc: Any, key: str = "timing") -> TimingConfig:
+    """The `[timing]` table of the service configuration (all keys optional)."""
+    if doc is None:
+        return TimingConfig()
+    if not isinstance(doc, dict):
+        raise InvalidParameter(f"{key} must be a table such as {{ margin = 1.5 }}, not {doc!r}")
+    allowed = ["pad", "margin", "least", "runs"]
+    unknown = sorted(set(doc) - set(allowed))
+    if unknown:
+        raise InvalidParameter(f"unknown key(s) {unknown} in {key}; allowed: {allowed}")
+    cfg = TimingConfig(**doc)
+    if not isinstance(cfg.pad, bool):
+        raise InvalidParameter(f"{key}.pad must be true or false, not {cfg.pad!r}")
+    for name, lo in (("margin", 1.0), ("least", 0.0)):
+        v = getattr(cfg, name)
+        if not isinstance(v, int | float) or isinstance(v, bool) or not lo <= v < 1e6:
+            raise InvalidParameter(f"{key}.{name} must be a number in [{lo:g}, 1e6), not {v!r}")
+    if not isinstance(cfg.runs, int) or isinstance(cfg.runs, bool) or not 1 <= cfg.runs <= 100:
+        raise InvalidParameter(f"{key}.runs must be an integer in [1, 100], not {cfg.runs!r}")
+    return cfg
+
+
+class DeadlinePassed(BayesdpError):
+    """A request's work passed its deadline and was stopped; what it declared was spent."""
+
+
+class Interrupted(Exception):
+    """Raised inside work that was cut off, so it stops before changing any state."""
+
+
+def query_cost(expressions: Sequence[RowExpression | str]) -> float:
+    """The per-row cost bound of a request's expressions (a bare column costs 1); public, from
+    the request's structure only."""
+    return sum(e.cost if isinstance(e, RowExpression) else 1.0 for e in expressions)
+
+
+@dataclass(frozen=True)
+class Model:
+    """Seconds a request with `parts` aggregates (or holdout queries) and expressions of cost
+    `cost` per row takes on one table: `fixed + per_part * (parts - 1) + per_cost * cost`,
+    fitted on synthetic data of the table's public schema and size."""
+
+    fixed: float
+    per_part: float
+    per_cost: float
+
+    def deadline(self, parts: int, cost: float, cfg: TimingConfig) -> float:
+        typical = self.fixed + self.per_part * max(parts - 1, 0) + self.per_cost * cost
+        return max(cfg.least, cfg.margin * typical)
+
+
+Point = tuple[int, float, Callable[[], Any]]  # parts, cost, a request of that shape
+
+
+def calibrate(points: Sequence[Point], runs: int) -> Model:
+    """Fit `Model` to the median wall times of `runs` runs of two or three requests: one part of
+    cost c1, one part of cost c2 > c1, and optionally several parts (of cost c3)."""
+    times = [_median_time(run, runs) for _, _, run in points]
+    (_, c1, _), (_, c2, _) = points[:2]
+    per_cost = max(0.0, (times[1] - times[0]) / (c2 - c1))
+    fixed = max(times[0] - per_cost * c1, 0.0)
+    if len(points) < 3:
+        return Model(fixed, 0.0, per_cost)
+    k, c3, _ = points[2]
+    return Model(fixed, max(0.0, (times[2] - fixed - per_cost * c3) / (k - 1)), per_cost)
+
+
+def _median_time(run: Callable[[], Any], runs: int) -> float:
+    """Median wall time of `runs` runs, after one untimed run that warms the engine's caches."""
+    run()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+class Releases:
+    """Deadlines of releases on one dataset: `margin` times the typical time of a release of the
+    same shape (aggregate kinds and parameters, grouping, options) measured on synthetic rows of
+    the dataset's public schema and size the first time that shape is asked for, plus
+    `per_cost` seconds per unit of the request's cost bound, so that a CASE branch the
+    synthetic rows do not take still fits."""
+
+    def __init__(self, synthetic: Callable[[], Any], per_cost: float, cfg: TimingConfig) -> None:
+        self.synthetic, self.per_cost, self.cfg = synthetic, per_cost, cfg
+        self._typical: dict[Any, float] = {}
+        self._lock = threading.Lock()
+
+    def deadline(self, query: Any, options: dict[str, Any], run: Callable[[Any], Any], kind: str) -> float:
+        """The deadline of `run(query)` (a release of `kind`: "spec" or "sql"); measures `run` on
+        the synthetic rows the first time a release of this shape is asked for."""
+        key = (kind, *_shape(query, options))
+        with self._lock:
+            typical = self._typical.get(key)
+        if typical is None:
+            stand_in = replace(query, table=replace(query.table, engine=self.synthetic()))
+            with SLOT, warnings.catch_warnings():  # alone, as it will run; its warnings are
+                warnings.simplefilter("ignore")        # about made-up rows
+                typical = _median_time(lambda: _attempt(run, stand_in), self.cfg.runs)
+            with self._lock:
+                self._typical.setdefault(key, typical)
+        cost = query_cost([*query.table.filters, *query.expressions.values()])
+        return max(self.cfg.least, self.cfg.margin * (typical + self.per_cost * cost))
+
+
+def _attempt(run: Callable[[Any], Any], query: Any) -> None:
+    """Run a release on made-up rows: if it fails there, the time it took still counts (and the
+    analyst is answered from the real rows, at a deadline)."""
+    try:
+        run(query)
+    except Exception:  # any failure on made-up rows says nothing about the data
+        return
+
+
+def _shape(query: Any, options: dict[str, Any]) -> tuple[Any, ...]:
+    """What a release's time depends on besides its expressions and the data: public."""
+    def numbers(a: Any) -> tuple[Any, ...]:
+        values = [getattr(a, f.name) for f in fields(a)] if is_dataclass(a) else []
+        return tuple(v for v in values if isinstance(v, int | float | tuple) and not isinstance(v, bool))
+
+    kinds = tuple(sorted((type(a).__name__, repr(numbers(a))) for a in query.aggregates.values()))
+    keys = None if query.keys is None else len(query.keys)
+    rest = tuple(sorted((k, repr(v)) for k, v in options.items() if k not in ("epsilon", "delta", "alpha")))
+    return kinds, query.by, keys, len(query.table.filters), rest
+
+
+class _Request:
+    """One request's deadline state: the connections its work opened, and whether it was cut."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.cut = False
+        self.connections: list[Any] = []
+
+    def watch(self, connection: Any) -> None:
+        with self.lock:
+            self.connections.append(connection)
+            if self.cut:
+                connection.interrupt()
+
+    def cut_off(self) -> None:
+        with self.lock:
+            self.cut = True
+            for c in self.connections:
+                c.interrupt()
+
+
+_current = threading.local()
+
+PENDING = 16  # connections a thread keeps for its next timed request (previews open some too)
+CUT_AT = 0.75  # work still running at this share of the deadline is cut off: the default answer
+               # (its spend is written) is then ready by the deadline too
+
+# Timed work runs one request at a time, each holding the slot until its deadline: a request run
+# beside another would be slowed by the other's data, and one that started when the last
+# finished its work (not at its deadline) would show how long that work took.
+SLOT = threading.RLock()
+
+
+def alone(padded: bool) -> contextlib.AbstractContextManager[Any]:
+    """Hold `SLOT` while a padded request is prepared and run (nothing when padding is off)."""
+    return SLOT if padded else contextlib.nullcontext()
+
+
+def watch(connection: T) -> T:
+    """Register an engine connection opened by the current request's work, or by this thread
+    while it prepares a request (the next `run_with_deadline` on this thread adopts it), so that
+    the cut-off interrupts it; returns it."""
+    request: _Request | None = getattr(_current, "request", None)
+    if request is not None:
+        request.watch(connection)
+    else:
+        if not hasattr(_current, "pending"):
+            _current.pending = deque(maxlen=PENDING)
+        _current.pending.append(connection)
+    return connection
+
+
+def check() -> None:
+    """Raise `Interrupted` if the current request has been cut off."""
+    request: _Request | None = getattr(_current, "request", None)
+    if request is not None and request.cut:
+        raise Interrupted("the request passed its deadline")
+
+
+def run_with_deadline(work: Callable[[], T], seconds: float | None, on_cut: Callable[[], T]) -> T:
+    """`work()`'s result or exception, given out `seconds` after the call and not before; if
+    `work` is still running then, its connections are interrupted and `on_cut()` answers
+    instead. `seconds=None` runs `work` as it is (no padding)."""
+    if seconds is None:
+        return work()
+    with SLOT:
+        return _padded(work, seconds, on_cut)
+
+
+def _padded(work: Callable[[], T], seconds: float, on_cut: Callable[[], T]) -> T:
+    start = time.monotonic()
+    request = _Request()
+    pending = getattr(_current, "pending", ())
+    request.connections.extend(pending)  # the relations a query was built on run there
+    if pending:
+        pending.clear()
+    done = threading.Event()
+    box: dict[str, Any] = {}
+
+    def worker() -> None:
+        _current.request = request
+        try:
+            box["value"] = work()
+        except BaseException as exc:  # handed to the caller at the deadline
+            box["error"] = exc
+        finally:
+            _current.request = None
+            done.set()
+
+    threading.Thread(target=worker, name="bayesdp-deadline", daemon=True).start()
+    answer = box
+    if not done.wait(seconds * CUT_AT):
+        request.cut_off()
+        answer = {}  # the work may still finish: its result is not the answer
+        try:
+            answer["value"] = on_cut()
+        except BaseException as exc:
+            answer["error"] = exc
+    left = start + seconds - time.monotonic()
+    if left > 0:
+        time.sleep(left)
+    if "error" in answer:
+        raise answer["error"]
+    value: T = answer["value"]
+    return value
+
+
+def passed(seconds: float) -> DeadlinePassed:
+    """The default answer of a cut-off request (its text is the same whatever the data)."""
+    return DeadlinePassed(
+        f"the request passed its deadline of {seconds:.3g} s (fixed before it ran, from the "
+        "table's size and the request's cost) and was stopped; what it declared was spent, "
+        "as for an answer. Ask for less work per row (fewer or simpler expressions)",
+        private_detail="cut off at the deadline")
+
+
+class GuardedLedger:
+    """A request's ledger that a cut-off closes: the work can no longer spend after it, and the
+    cut-off spends what the request declared unless the work already spent (exactly once)."""
+
+    def __init__(self, ledger: Any) -> None:
+        self.ledger = ledger
+        self.spent = False
+        self._lock = threading.Lock()
+        self._cut = False
+
+    def spend(self, guarantee: Any, label: str) -> Any:
+        with self._lock:
+            if self._cut:
+                raise Interrupted("the request passed its deadline")
+            self.spent = True
+            return self.ledger.spend(guarantee, label)
+
+    def cut_off(self, declared: Any, label: str) -> None:
+        with self._lock:
+            self._cut = True
+            if not self.spent:
+                self.spent = True
+                self.ledger.spend(declared, label)
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def costly_expression(column: str, sample: str = "1") -> str:
+    """A calibration expression over `column`: its text doubled four times (16-fold, the
+    checker's limit) by replacing the most common character of `sample`, one of its values;
+    replacing many matches is the costliest work per unit of cost the checker admits."""
+    c = max(sample, key=sample.count) if sample else "1"
+    literal, doubled = "'" + c.replace("'", "''") + "'", "'" + (c * 2).replace("'", "''") + "'"
+    text = f"CAST({_quoted(column)} AS VARCHAR)"
+    for _ in range(4):
+        text = f"replace({text}, {literal}, {doubled})"
+    return f"length({text}) >= 0"
+
+
+def longest_text(ds: Dataset) -> tuple[str, str]:
+    """The column with the longest public value as text, and that value (calibration reads
+    strings as long as the data's may be, by the schema)."""
+    values = [(str(v), c.name) for c in ds.columns.values() for v in (c.domain or c.bounds or ())]
+    value, name = max(values, key=lambda x: len(x[0]), default=("1", next(iter(ds.columns))))
+    return name, value
+
+
+def synthetic_frame(ds: Dataset, rows: int) -> pd.DataFrame:
+    """Rows of the dataset's public schema (its unit, bounds and domains) for calibration; a
+    fixed seed, since these rows are made up and released nowhere."""
+    rng = np.random.default_rng(0)
+    data: dict[str, Any] = {}
+    if ds.privacy_unit:
+        data[ds.privacy_unit] = rng.integers(0, max(1, rows // 2), rows)
+    for c in ds.columns.values():
+        if c.domain:
+            data[c.name] = [c.domain[i] for i in rng.integers(0, len(c.domain), rows)]
+        else:
+            lo, hi = c.bounds or (0.0, 1.0)
+            data[c.name] = rng.uniform(lo, hi, rows)
+    return pd.DataFrame(data)
+
+
+def calibrate_dataset(service: Any, ds: Dataset, cfg: TimingConfig) -> Releases:
+    """`Releases` of `ds`, on synthetic rows of its public schema as many as its own, loaded as
+    the service's dataset `NAME#calibration`; its cost per unit from a count with and without a
+    costly filter."""
+    cal = replace(ds, name=f"{ds.name}#calibration")
+    frame = synthetic_frame(ds, service.rows("ds", ds.name))
+    service.db.register("calibration_rows", frame)
+    try:
+        service.db.execute(f"CREATE OR REPLACE TABLE {_quoted('ds_' + cal.name)} AS "
+                           "SELECT * FROM calibration_rows")
+    finally:
+        service.db.unregister("calibration_rows")
+    count = {"aggregates": {"n": {"kind": "count"}}, "epsilon": 1.0, "delta": 1e-9}
+
+    def point(spec: dict[str, Any]) -> Point:
+        query, _, options = service.query(cal, spec)
+        cost = query_cost([*query.table.filters, *query.expressions.values()])
+        return len(query.aggregates), cost, lambda: query.release(**options)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        costly = {**count, "where": [costly_expression(*longest_text(ds))]}
+        model = calibrate([point(count), point(costly)], cfg.runs)
+    return Releases(lambda: service.query(cal, count)[0].table.engine, model.per_cost, cfg)
+
+
+def calibrate_holdout(connection: Any, train: str, holdout_rows: int, columns: list[str],
+                      cfg: TimingConfig) -> Model:
+    """`Model` of holdout queries, timed on the public training table (`train`, quoted) and a
+    table of its rows repeated to the holdout's size in place of the holdout, the costly query
+    growing the training table's longest text."""
+    stand_in = _quoted(train.strip('"') + "#calibration")
+    connection.execute(f"CREATE OR REPLACE TABLE {stand_in} AS SELECT t.* FROM {train} AS t, "
+                       f"range(CAST(ceil({holdout_rows} / (SELECT count(*) FROM {train})) AS BIGINT)) "
+                       f"LIMIT {holdout_rows}")
+    texts = [f"CAST({_quoted(c)} AS VARCHAR)" for c in columns]
+    longest = connection.execute("SELECT " + ", ".join(f"arg_max({t}, length({t}))" for t in texts) +
+                                 f" FROM {train}").fetchone()
+    value, column = max(zip([v or "" for v in longest], columns, strict=True), key=lambda x: len(x[0]))
+    cheap = row_expression(_quoted(columns[0]), columns)
+    costly = row_expression(costly_expression(column, value), columns)
+
+    def point(queries: list[RowExpression]) -> Point:
+        return len(queries), query_cost(queries), lambda: table_means(connection, [train, stand_in], queries)
+
+    return calibrate([point([cheap]), point([costly]), point([cheap] * 4)], cfg.runs)

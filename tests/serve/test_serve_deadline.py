@@ -1,0 +1,170 @@
+"""The deadline machinery (`bayesdp.serve.timing`): padding, cut-off, the declared spend, the
+exhausted holdout and the configuration."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from serve_helpers import write_service
+
+import bayesdp.serve.service as service_module
+from bayesdp.errors import InvalidParameter
+from bayesdp.serve import timing
+from bayesdp.serve.config import load_config, parse_config
+from bayesdp.serve.service import AuditedLedger, Service
+from bayesdp.serve.state import State
+
+
+def test_an_answer_ready_early_waits_for_the_deadline() -> None:
+    start = time.monotonic()
+    assert timing.run_with_deadline(lambda: 7, 0.2, lambda: -1) == 7
+    assert time.monotonic() - start >= 0.2
+
+
+def test_an_error_ready_early_waits_for_the_deadline_too() -> None:
+    def fail() -> int:
+        raise ValueError("from the data")
+
+    start = time.monotonic()
+    with pytest.raises(ValueError, match="from the data"):
+        timing.run_with_deadline(fail, 0.2, lambda: -1)
+    assert time.monotonic() - start >= 0.2
+
+
+def test_slow_engine_work_is_interrupted_and_the_default_answers_at_the_deadline() -> None:
+    con = duckdb.connect()
+    # Minutes of work (a cross join of ten billion rows), on a relation built before the work
+    # runs, as the service builds a query's relation while it prepares the request.
+    relation = timing.watch(con.cursor()).sql("SELECT count(*) FROM range(100000) a, range(100000) b "
+                                              "WHERE a.range * b.range % 7 = 3")
+
+    ended = threading.Event()
+
+    def slow() -> int:
+        try:
+            return int(relation.fetchall()[0][0])
+        finally:
+            ended.set()
+
+    start = time.monotonic()
+    assert timing.run_with_deadline(slow, 0.3, lambda: -1) == -1
+    took = time.monotonic() - start
+    assert 0.3 <= took < 0.3 + 0.25, took
+    assert ended.wait(5), "the engine went on with the cut-off request's query"
+
+
+class Spends:
+    def __init__(self) -> None:
+        self.labels: list[str] = []
+
+    def spend(self, guarantee: Any, label: str) -> None:
+        self.labels.append(label)
+
+
+def test_a_cut_off_spends_what_was_declared_once_and_the_work_can_no_longer_spend() -> None:
+    spends = Spends()
+    guarded = timing.GuardedLedger(spends)
+    guarded.cut_off("declared", "cut")
+    assert spends.labels == ["cut"]
+    with pytest.raises(timing.Interrupted):
+        guarded.spend("late", "work")
+    assert spends.labels == ["cut"]
+
+
+def test_a_cut_off_after_the_work_spent_spends_nothing_more() -> None:
+    spends = Spends()
+    guarded = timing.GuardedLedger(spends)
+    guarded.spend("g", "work")
+    guarded.cut_off("declared", "cut")
+    assert spends.labels == ["work"]
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Service:
+    config = load_config(write_service(tmp_path))
+    config = replace(config, timing=timing.TimingConfig(runs=1))
+    return Service(config, State(config))
+
+
+def test_a_release_cut_off_spends_its_plan_and_says_so_whatever_the_data(
+        service: Service, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(timing.Releases, "deadline", lambda *args: 0.001)
+    state = service.state
+    analyst = state.add_analyst("ann").split("_")[1]
+    ledger = AuditedLedger(state.ledger(analyst, "visits"), state, "req_1")
+    spec = {"epsilon": 0.5, "aggregates": {"n": {"kind": "count"}}}
+    with pytest.raises(timing.DeadlinePassed) as caught:
+        service.release(service.dataset("visits"), {"dataset": "visits", "spec": spec}, ledger)
+    assert "passed its deadline" in caught.value.public_message
+    assert ledger.ledger.spent().epsilon == pytest.approx(0.5)
+    assert len(ledger.ledger.history()) == 1
+
+
+def test_an_exhausted_holdout_answers_without_reading_a_row(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = load_config(write_service(tmp_path))
+    state = State(config)
+    state.save_holdout_state("model", config.holdouts["model"].budget, False)
+    holdout = Service(config, state).holdouts["model"]
+
+    def read(*args: Any) -> Any:
+        raise AssertionError("the exhausted holdout read its rows")
+
+    monkeypatch.setattr(service_module, "table_means", read)
+    answers = holdout.query(["spend > 5", "spend > 6"])
+    assert [(a.value, a.source) for a in answers] == [(None, "exhausted")] * 2
+
+
+def test_deadlines_follow_the_cost_bound(service: Service) -> None:
+    ds = service.dataset("visits")
+    cheap, _, options = service.query(ds, {"epsilon": 1.0, "aggregates": {"n": {"kind": "count"}}})
+    costly, _, _ = service.query(ds, {"epsilon": 1.0, "aggregates": {"n": {"kind": "count"}}, "where": [
+        "length(replace(replace(replace(replace(shop, 'a', 'aa'), 'a', 'aa'), 'a', 'aa'), 'a', 'aa')) > 0"]})
+    cfg = timing.TimingConfig(runs=1, least=0.0)
+    # 10 ms per unit of cost, and every release shape takes 10 ms on the synthetic rows.
+    deadlines = timing.Releases(service.deadlines["visits"].synthetic, 0.01, cfg)
+
+    def run(q: Any) -> None:
+        time.sleep(0.01)
+
+    cost = timing.query_cost(costly.table.filters)
+    assert cost > 50
+    gap = deadlines.deadline(costly, options, run, "spec") - deadlines.deadline(cheap, options, run, "spec")
+    assert gap == pytest.approx(cfg.margin * 0.01 * cost, abs=0.05)
+
+
+def config_doc(root: Path, timing_doc: Any = None) -> dict[str, Any]:
+    doc: dict[str, Any] = {"state": "s", "datasets": {"d": {
+        "source": str(write_service(root).parent / "people.csv"), "privacy_unit": False,
+        "columns": {"spend": {"bounds": [0, 10]}}, "budget": {"epsilon": 1.0}}}}
+    return doc if timing_doc is None else {**doc, "timing": timing_doc}
+
+
+@pytest.mark.parametrize(("timing_doc", "named"), [
+    ({"margin": 0.5}, "timing.margin"), ({"least": -1}, "timing.least"), ({"pad": "yes"}, "timing.pad"),
+    ({"runs": 0}, "timing.runs"), ({"slack": 1}, "unknown key"), ([1], "timing must be a table")])
+def test_bad_timing_settings_are_refused_by_name(tmp_path: Path, timing_doc: Any, named: str) -> None:
+    with pytest.raises(InvalidParameter, match=named):
+        parse_config(config_doc(tmp_path, timing_doc), tmp_path)
+
+
+def test_answers_are_padded_unless_the_configuration_says_otherwise(tmp_path: Path) -> None:
+    assert parse_config(config_doc(tmp_path), tmp_path).timing == timing.TimingConfig(pad=True)
+    assert not parse_config(config_doc(tmp_path, {"pad": False}), tmp_path).timing.pad
+
+
+def test_a_release_that_fails_on_the_synthetic_rows_still_gets_a_deadline(service: Service) -> None:
+    ds = service.dataset("visits")
+    query, _, options = service.query(ds, {"epsilon": 1.0, "aggregates": {"n": {"kind": "count"}}})
+
+    def fails(q: Any) -> Any:
+        time.sleep(0.01)
+        raise ValueError("made-up rows")
+
+    assert service.deadlines["visits"].deadline(query, options, fails, "spec") >= 0.02
