@@ -100,7 +100,7 @@ def test_a_release_cut_off_spends_its_plan_and_says_so_whatever_the_data(
     ledger = AuditedLedger(state.ledger(analyst, "visits"), state, "req_1")
     spec = {"epsilon": 0.5, "aggregates": {"n": {"kind": "count"}}}
     with pytest.raises(timing.DeadlinePassed) as caught:
-        service.release(service.dataset("visits"), {"dataset": "visits", "spec": spec}, ledger)
+        service.release(service.config.datasets["visits"], {"dataset": "visits", "spec": spec}, ledger)
     assert "passed its deadline" in caught.value.public_message
     assert ledger.ledger.spent().epsilon == pytest.approx(0.5)
     assert len(ledger.ledger.history()) == 1
@@ -112,17 +112,18 @@ def test_an_exhausted_holdout_answers_without_reading_a_row(
     state = State(config)
     state.save_holdout_state("model", config.holdouts["model"].budget, False)
     holdout = Service(config, state).holdouts["model"]
+    analyst = state.add_analyst("ann").split("_")[1]
 
     def read(*args: Any) -> Any:
         raise AssertionError("the exhausted holdout read its rows")
 
     monkeypatch.setattr(service_module, "table_means", read)
-    answers = holdout.query(["spend > 5", "spend > 6"])
+    answers = holdout.query(["spend > 5", "spend > 6"], analyst)
     assert [(a.value, a.source) for a in answers] == [(None, "exhausted")] * 2
 
 
 def test_deadlines_follow_the_cost_bound(service: Service) -> None:
-    ds = service.dataset("visits")
+    ds = service.config.datasets["visits"]
     cheap, _, options = service.query(ds, {"epsilon": 1.0, "aggregates": {"n": {"kind": "count"}}})
     costly, _, _ = service.query(ds, {"epsilon": 1.0, "aggregates": {"n": {"kind": "count"}}, "where": [
         "length(replace(replace(replace(replace(shop, 'a', 'aa'), 'a', 'aa'), 'a', 'aa'), 'a', 'aa')) > 0"]})
@@ -160,7 +161,7 @@ def test_answers_are_padded_unless_the_configuration_says_otherwise(tmp_path: Pa
 
 
 def test_a_release_that_fails_on_the_synthetic_rows_still_gets_a_deadline(service: Service) -> None:
-    ds = service.dataset("visits")
+    ds = service.config.datasets["visits"]
     query, _, options = service.query(ds, {"epsilon": 1.0, "aggregates": {"n": {"kind": "count"}}})
 
     def fails(q: Any) -> Any:
