@@ -19,16 +19,23 @@ What is promised (and what is not):
 
 - The expression reads only the current row of the table it filters: no other table, file,
   setting, sequence or random state, and no other row (no aggregate or window).
-- Errors: a row on which the expression would raise must not stop the query, or the analyst
-  learns one bit about that row. Casts are rendered as TRY_CAST. On DuckDB the whole expression
-  is wrapped in `TRY(...)`, so any error a row's values can cause (integer overflow, an implicit
-  cast of bad text, an invalid date) makes the expression NULL on that row; `/` and `%` by zero
-  are rendered as NULL (as Spark has them); ln(0), sqrt(-1) and exp(1000) give -inf, NaN or inf
-  rather than an error. On Spark arithmetic is rendered with try_add, try_subtract, try_multiply and
-  try_divide, `%` and abs guarded, so overflow and division by zero give NULL under ANSI mode
-  too. Not covered on Spark: the implicit casts ANSI mode applies when a text column meets a
-  number (`text_col = 1`); write an explicit CAST (rendered as TRY_CAST) to compare text with
-  numbers there. Integer results beyond BIGINT are NULL on Spark; DuckDB may compute an
+- Errors: no outcome an analyst can observe (status, error kind, message, warnings, which
+  groups appear, the number of rows) may depend on the data except through DP values, or a
+  row on which the expression would raise tells the analyst one bit about that row. So an
+  expression never fails on a value; it gives a defined value instead. Casts are rendered as
+  TRY_CAST (a failed cast is NULL). On DuckDB the whole expression is wrapped in `TRY(...)`, so
+  any error a row's values can cause (integer overflow, an implicit cast of bad text, an invalid
+  date) makes the expression NULL on that row; `/` and `%` by zero are NULL (as Spark has them);
+  ln(0) is -inf, ln or sqrt of a negative NaN, exp(1000) and power overflow +inf. On Spark
+  arithmetic is rendered with try_add, try_subtract, try_multiply and try_divide, `%` and abs
+  guarded, so overflow and division by zero give NULL under ANSI mode too; ln and log of 0 or
+  of a negative are NULL; the INT arguments of substring, left and right are TRY_CAST to INT;
+  floor and ceil beyond BIGINT's range are the value itself. Then, in an aggregate, NaN is
+  NULL (left out, as NULLs are) and +inf or -inf is clipped into the bounds like any value
+  (their exact counts go to the curator only: `Release.curator_notes`, CuratorWarning).
+  Not covered on Spark: the implicit casts ANSI mode applies when a text column meets a number
+  or a date function (`text_col = 1`, `month(text_col)`); write an explicit CAST (rendered as
+  TRY_CAST) there. Integer results beyond BIGINT are NULL on Spark; DuckDB may compute an
   expression with a literal (`i * 2`) on a wider type and return the exact value.
 - Time: DuckDB evaluates a chunk of rows in which some row raises again row by row, which is
   much slower; the time of a query can show that such a row exists. Casts, `/` and `%` are
@@ -240,8 +247,27 @@ def _guard_zero(node: exp.Expression) -> exp.Expression:
     return exp.Case(ifs=[exp.If(this=zero, true=exp.Null())], default=node)
 
 
+# Spark reads these arguments as INT and raises on a larger value: each is TRY_CAST to INT.
+_SPARK_INT_ARGS: dict[type[exp.Expression], tuple[str, ...]] = {
+    exp.Substring: ("start", "length"), exp.Left: ("expression",), exp.Right: ("expression",)}
+
+
 def _spark_total(node: exp.Expression) -> exp.Expression:
-    """Spark's ANSI mode raises on overflow and division by zero: use its NULL-returning forms."""
+    """Spark's ANSI mode raises on overflow and division by zero: use its NULL-returning forms.
+    floor and ceil of a DOUBLE are a BIGINT in Spark (a DECIMAL with decimals) and raise beyond
+    its range: beyond 9.2e18 (1e15 with decimals, or decimals outside [-15, 15]) they are the
+    value itself, as a DOUBLE is there already whole in DuckDB (NaN sorts above every number in
+    Spark, so it stays NaN)."""
+    for key in _SPARK_INT_ARGS.get(type(node), ()):
+        arg = node.args.get(key)
+        if arg is not None:
+            node.set(key, exp.TryCast(this=arg, to=exp.DataType.build("INT"), safe=True))
+    if isinstance(node, exp.Floor | exp.Ceil):
+        decimals = node.args.get("decimals")
+        fits = _between(node.this, 9.2e18 if decimals is None else 1e15)
+        if decimals is not None:
+            fits = exp.And(this=fits, expression=_between(decimals, 15))
+        return exp.Case(ifs=[exp.If(this=fits, true=node)], default=node.this.copy())
     binary: dict[type[exp.Expression], str] = {
         exp.Add: "try_add", exp.Sub: "try_subtract", exp.Mul: "try_multiply", exp.Div: "try_divide"}
     if type(node) in binary:
@@ -256,6 +282,10 @@ def _spark_total(node: exp.Expression) -> exp.Expression:
                                                              node.this.copy()))],
                         default=node.this)
     return node
+
+
+def _between(x: exp.Expression, limit: float) -> exp.Expression:
+    return exp.Between(this=x.copy(), low=exp.Literal.number(-limit), high=exp.Literal.number(limit))
 
 
 def row_expression(source: str | exp.Expression | RowExpression, columns: Collection[str], *,

@@ -7,7 +7,7 @@ import pytest
 
 import bayesdp as bdp
 from bayesdp import Guarantee, Ledger, rng_for_tests
-from bayesdp.errors import DataError, ResourceError
+from bayesdp.errors import CuratorWarning, DataError, ResourceError
 from bayesdp.tables.engines import duckdb_errors
 
 
@@ -17,7 +17,7 @@ def texts() -> pd.DataFrame:
 
 
 def _ledger(tmp_path) -> Ledger:
-    return Ledger(tmp_path / "budget.db", budget=Guarantee(10.0, unit="u"))
+    return Ledger(tmp_path / "budget.db", budget=Guarantee(1000.0, unit="u"))
 
 
 def test_schema_errors_cost_nothing(texts, tmp_path):
@@ -29,14 +29,13 @@ def test_schema_errors_cost_nothing(texts, tmp_path):
     assert led.history() == []
 
 
-def test_null_units_are_charged_and_counted_only_in_the_private_detail(tmp_path):
+def test_rows_with_a_null_unit_are_dropped_and_counted_only_for_the_curator(tmp_path):
     led = _ledger(tmp_path)
     frame = pd.DataFrame({"u": [1.0, None, None, 4.0], "v": [1.0, 2.0, 3.0, 4.0]})
-    with pytest.raises(DataError) as info:
-        bdp.table(frame, "u").agg(n=bdp.count()).release(1.0, ledger=led, rng=rng_for_tests(1))
-    assert "is null in some rows" in info.value.public_message
-    assert "2" not in info.value.public_message
-    assert info.value.private_detail == "null in 2 rows"
+    with pytest.warns(CuratorWarning, match="2 rows with a null privacy_unit 'u' were dropped"):
+        r = bdp.table(frame, "u").agg(n=bdp.count()).release(700.0, ledger=led, rng=rng_for_tests(1))
+    assert r.to_pandas()["n"].item() == pytest.approx(2, abs=0.1)
+    assert "2 rows have a null privacy unit (they belong to no unit: dropped)." in r.curator_notes()
     assert len(led.history()) == 1
 
 

@@ -40,6 +40,8 @@ from bayesdp.serve.state import State
 from bayesdp.serve.wire import release_json
 from bayesdp.sql import Translation, release_translation, translate
 from bayesdp.sql.translate import parse
+from bayesdp.synth.tabular import check_fit, fit_guarantee
+from bayesdp.tables.query import usefulness_warnings
 from bayesdp.tables.source import engine_for
 from bayesdp.tables.spec import RELEASE_KEYS, build, check_spec
 
@@ -96,8 +98,10 @@ class Service:
         self._columns: dict[str, list[str]] = {}
         for ds in config.datasets.values():
             keep = [*([ds.privacy_unit] if ds.privacy_unit else []), *ds.columns]
-            self._load("ds", ds.name, ds.source, keep, f"datasets.{ds.name}")
+            self._load("ds", ds.name, ds.source, keep, f"datasets.{ds.name}", unit=ds.privacy_unit)
             check_columns(ds, self.relation("ds", ds.name), self.db.cursor())
+            if ds.synthetic is not None:  # a fit failing on the data fails here, not in a request
+                check_fit(self.relation("ds", ds.name).df(), **_synthetic_args(ds))
         self._metadata = {ds.name: ds.sql_metadata() for ds in config.datasets.values()}
         self.holdouts = {h.name: HoldoutService(self, h) for h in config.holdouts.values()}
         # Deadlines: measured on synthetic data of each table's public schema and size (public).
@@ -107,9 +111,19 @@ class Service:
     def rows(self, kind: str, name: str) -> int:
         return int(self.relation(kind, name).aggregate("count(*)").fetchall()[0][0])
 
-    def _load(self, kind: str, name: str, path: Path, keep: list[str] | None, key: str) -> list[str]:
-        """Copy a source's columns `keep` (None: all) into the service's database; returns them."""
+    def _load(self, kind: str, name: str, path: Path, keep: list[str] | None, key: str,
+              unit: str | None = None) -> list[str]:
+        """Copy a source's columns `keep` (None: all) into the service's database; returns them.
+        Rows with a null `unit` belong to nobody: dropped here, once, and told to the curator,
+        so that no request can observe them."""
         rel = engine_for(path, self.db).relation
+        if unit is not None:
+            quoted = '"' + unit.replace('"', '""') + '"'
+            nobody = int(rel.aggregate(f"count(*) - count({quoted})").fetchall()[0][0])
+            if nobody:
+                warnings.warn(f"curator only: {key}: {nobody:,} rows with a null privacy unit "
+                              f"{unit!r} belong to nobody and are left out", CuratorWarning, stacklevel=2)
+                rel = rel.filter(f"{quoted} IS NOT NULL")
         available = list(rel.columns)
         missing = [c for c in keep or [] if c not in available]
         if missing:
@@ -274,10 +288,12 @@ class Service:
                 release = self.timed(ds, query, options, ledger, "spec", lambda q, led: q.release(
                     ledger=led, label=asked.get("label"), **options))
         doc = release_json(replace(release, dataset=ds.name), asked, options)
-        # A CuratorWarning states exact facts about the data: the audit log gets it, not the analyst.
-        curator = [str(w.message) for w in caught if issubclass(w.category, CuratorWarning)]
-        doc["warnings"] = [str(w.message) for w in caught if not issubclass(w.category, CuratorWarning)]
-        return doc, " ".join([*release.curator_notes(), *curator])
+        # The analyst sees only the warnings the plan decides (public); any other warning may
+        # depend on the data (a CuratorWarning, numpy's or an engine's): the audit log gets it.
+        public = set(usefulness_warnings(release.plan))
+        said = [str(w.message) for w in caught]
+        doc["warnings"] = [m for m in said if m in public]
+        return doc, " ".join([*release.curator_notes(), *(m for m in said if m not in public)])
 
     def timed(self, ds: Dataset, query: tables.Query, options: dict[str, Any], ledger: AuditedLedger,
               kind: str, run: Callable[[tables.Query, Any], tables.Release]) -> tables.Release:
@@ -298,23 +314,34 @@ class Service:
     # -- synthetic data ------------------------------------------------------------------
 
     def synthesize(self, ds: Dataset, ledger: AuditedLedger, out: Path) -> dict[str, Any]:
-        """Fit the dataset's synthesizer, spend its guarantee, then sample `rows` rows to `out`."""
+        """Spend the synthesizer's guarantee (known from the config), then fit it and sample
+        `rows` rows to `out`. The data were checked at start-up (`check_fit`), so the fit
+        cannot fail on them; its warnings are not passed on."""
         from bayesdp.synth import synthesize
 
         cfg = ds.synthetic
         if cfg is None:
             raise InvalidParameter(f"the dataset {ds.name!r} offers no synthetic data")
-        frame = self.relation("ds", ds.name).df()
-        syn = synthesize(frame, cfg.epsilon, cfg.delta, columns=list(ds.columns), method=cfg.method,
-                         bounds={c.name: c.bounds for c in ds.columns.values() if c.bounds},
-                         domain={c.name: list(c.domain) for c in ds.columns.values() if c.domain},
-                         bins=cfg.bins)
-        ledger.spend(syn.guarantee, f"synthetic data of {ds.name} ({cfg.rows} rows)")
+        frame, args = self.relation("ds", ds.name).df(), _synthetic_args(ds)
+        guarantee = fit_guarantee(frame, cfg.epsilon, cfg.delta, args["columns"], args["bounds"],
+                                  args["domain"])
+        ledger.spend(guarantee, f"synthetic data of {ds.name} ({cfg.rows} rows)")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            syn = synthesize(frame, cfg.epsilon, cfg.delta, method=cfg.method, **args)
         rows = syn.sample(cfg.rows)
         out.parent.mkdir(parents=True, exist_ok=True)
         rows.to_csv(out, index=False)
         return {"dataset": ds.name, "rows": cfg.rows, "columns": list(rows.columns),
-                "guarantee": guarantee_json(syn.guarantee)}
+                "guarantee": guarantee_json(guarantee)}
+
+
+def _synthetic_args(ds: Dataset) -> dict[str, Any]:
+    """The public facts a synthesizer of `ds` is fitted with: columns, bounds, domains, bins."""
+    assert ds.synthetic is not None
+    return {"columns": list(ds.columns), "bins": ds.synthetic.bins,
+            "bounds": {c.name: c.bounds for c in ds.columns.values() if c.bounds},
+            "domain": {c.name: list(c.domain) for c in ds.columns.values() if c.domain}}
 
 
 class SpecError(InvalidParameter):

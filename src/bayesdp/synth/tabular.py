@@ -333,6 +333,54 @@ def _to_discover(data: pd.DataFrame, bounds: dict[str, object], domain: dict[str
     return discover
 
 
+def _selected(data: object, columns: list[str] | None) -> pd.DataFrame:
+    """The data as a frame of `columns` (None: all), refused when they are missing or none."""
+    frame = data if isinstance(data, pd.DataFrame) else pd.DataFrame(data)  # type: ignore[call-overload]
+    if columns is not None:
+        missing = [c for c in columns if c not in frame.columns]
+        if missing:
+            raise DataError(f"columns {missing} are not in the data (it has {list(frame.columns)})")
+        frame = frame[list(columns)]
+    if frame.shape[1] == 0:
+        raise DataError("the table has no columns")
+    return frame
+
+
+def _nonempty(frame: pd.DataFrame) -> pd.DataFrame:
+    if len(frame) == 0:
+        raise DataError("the table is empty (no rows)")
+    return frame
+
+
+def _budget(frame: pd.DataFrame, epsilon: float, delta: float, bounds: dict[str, object],
+            domain: dict[str, object], relation: Relation) -> tuple[float, float, Guarantee]:
+    """The δ of level discovery, the ρ of the fit and the guarantee, from the schema alone."""
+    delta_extra = DISCOVERY_DELTA_SHARE * delta if _to_discover(frame, bounds, domain) else 0.0
+    rho = rho_for(epsilon, delta - delta_extra)
+    return delta_extra, rho, stated([rho], delta - delta_extra, delta_extra, relation)
+
+
+def fit_guarantee(data: object, epsilon: float, delta: float = 1e-9, columns: list[str] | None = None,
+                  bounds: dict[str, object] | None = None, domain: dict[str, object] | None = None,
+                  relation: Relation = "add_remove") -> Guarantee:
+    """The guarantee `synthesize` with these arguments states, from the schema alone (column
+    names and types): to spend it before the data are read."""
+    return _budget(_selected(data, columns), epsilon, delta, dict(bounds or {}), dict(domain or {}),
+                   relation)[2]
+
+
+def check_fit(data: object, columns: list[str] | None = None, bounds: dict[str, object] | None = None,
+              domain: dict[str, object] | None = None, bins: int | dict[str, int] = DEFAULT_BINS) -> None:
+    """Raise now the DataError `synthesize` would raise on these data after its spend whatever
+    its noise (no rows, a missing or non-numeric value in a numeric column, no row inside the
+    declared domains): a service checks its data once at start-up, so that whether a request
+    fails cannot depend on them. Only private level discovery can still fail later, on its
+    noisy counts (a differentially private outcome)."""
+    frame = _nonempty(_selected(data, columns))
+    specs, discover = _specs(frame, dict(bounds or {}), dict(domain or {}), bins)
+    encode(frame, [s for s in specs if s.name not in discover], strict=False)
+
+
 def synthesize(
     data: object,
     epsilon: float,
@@ -369,22 +417,11 @@ def synthesize(
         raise invalid("method", method, f"one of {METHODS}")
     if relation not in RELATIONS:
         raise invalid("relation", relation, f"one of {RELATIONS}")
-    frame = data if isinstance(data, pd.DataFrame) else pd.DataFrame(data)  # type: ignore[call-overload]
-    if columns is not None:
-        missing = [c for c in columns if c not in frame.columns]
-        if missing:
-            raise DataError(f"columns {missing} are not in the data (it has {list(frame.columns)})")
-        frame = frame[list(columns)]
-    if frame.shape[1] == 0:
-        raise DataError("the table has no columns")
+    frame = _selected(data, columns)
     bounds, domain = dict(bounds or {}), dict(domain or {})
-    delta_extra = DISCOVERY_DELTA_SHARE * delta if _to_discover(frame, bounds, domain) else 0.0
-    rho = rho_for(epsilon, delta - delta_extra)
-    guarantee = stated([rho], delta - delta_extra, delta_extra, relation)
+    delta_extra, rho, guarantee = _budget(frame, epsilon, delta, bounds, domain, relation)
     charge(ledger, guarantee, f"synthesize ({method})")
-    if len(frame) == 0:
-        raise DataError("the table is empty (no rows)")
-    specs, discover = _specs(frame, bounds, domain, bins)
+    specs, discover = _specs(_nonempty(frame), bounds, domain, bins)
     g = resolve_rng(rng)
     s2 = 2.0 if relation == "replace_one" else 1.0  # squared L2 sensitivity of one histogram
     s1 = 2.0 if relation == "replace_one" else 1.0  # L1 sensitivity of one histogram

@@ -396,6 +396,8 @@ def quantile_draws(step: PlannedStep, win: CellWindow, spec: Cells, index: np.nd
     def whole_window() -> CellWindow:  # read at most once per aggregate, only if a draw needs it
         return full_grid(replace(spec, margin=FULL_GRID))
 
+    if not win.n.size:  # no group kept a row (all at -1): the arrays read at 0 need one entry
+        win = replace(win, **{k: np.zeros(1, np.int64) for k in ("n", "start", "stop", "below")})
     t = np.where(index >= 0, q * win.n[np.maximum(index, 0)].astype(np.float64), 0.0)
     value, j_low, j_high, d_low, d_high = (np.empty(index.size) for _ in range(5))
     for part in chunks(win, index):

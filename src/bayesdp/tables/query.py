@@ -177,8 +177,6 @@ class Table:
 
 
 def _not_numeric(engine: Engine, column: str, name: str) -> DataError:
-    if engine.is_empty():
-        return DataError("the table is empty (it has no rows): there is nothing to release")
     if column not in engine.schema():
         return DataError(f"the expression {column!r} of {name} does not give numbers: CAST it to a "
                          "number or compare it (a true/false expression counts as 1 or 0)")
@@ -385,11 +383,13 @@ class Query:
 
         With `ledger`, the spend is recorded before the engine reads a row. Checks that depend
         only on public facts (the parameters, the plan, the schema: the engine binds its
-        queries without running them) come first and cost nothing. Every failure that can
-        depend on the private data (an empty table, null units, an engine error on some row's
-        value, the engine running out of memory) comes after the spend:
-        otherwise an error would answer a question about the data for free. Such an error's
-        public message is generic; its exact facts are in `private_detail`, for the data holder.
+        queries without running them) come first and cost nothing. Nothing the data decides
+        fails the release or changes its shape, as whether it failed would tell a row's value:
+        an empty table releases noisy zeros, rows with a null unit are dropped, an infinite
+        value is clipped into the bounds, NaN and an expression failing on a row are null (the
+        exact counts go to the curator: `Release.curator_notes`, CuratorWarning). Only the
+        engine running out of memory or disk still fails, after the spend; its public message
+        is generic, its exact facts in `private_detail`, for the data holder.
         """
         plan = self.plan(epsilon, delta, max_groups_per_unit=max_groups_per_unit,
                          max_rows_per_group=max_rows_per_group, noise=noise,
@@ -404,22 +404,8 @@ class Query:
         if ledger is not None:
             ledger.spend(plan.guarantee, label or self.describe())
         exact = engine.aggregate(request)
-        # Rows counted, the table has some: only a release that counted none asks the engine.
-        if not exact.diagnostics.rows and engine.is_empty():
-            raise DataError("the table is empty: there is nothing to release")
-        if exact.diagnostics.null_units:
-            raise DataError(f"privacy_unit {self.table.privacy_unit!r} is null in some rows: every "
-                            "row needs its unit (drop them with a where filter if they belong to nobody)",
-                            private_detail=f"null in {exact.diagnostics.null_units:,} rows")
         _warn_dropped(exact.diagnostics, plan)
-        infinite = [c for c, k in exact.diagnostics.infinite.items() if k]
-        if infinite:
-            raise DataError(f"column(s) {', '.join(map(repr, infinite))} hold infinite values "
-                            "(inf or -inf) that clipping would silently turn into the bounds: "
-                            "replace them with null or drop them with a where filter, for "
-                            f"example isfinite({infinite[0]})",
-                            private_detail=", ".join(f"{k:,} kept rows of {c!r}" for c, k in
-                                                     exact.diagnostics.infinite.items() if k))
+        _warn_defined(exact.diagnostics, self.table.privacy_unit)
         index, keys = self._released(plan, exact.groups, exact.units, rng=gen)
         def full_grid(cells: Cells) -> CellWindow:
             # The same seed keeps the same rows, so this reads the grid of the same bounded data.
@@ -526,6 +512,20 @@ def _warn_dropped(d: Diagnostics, plan: Plan) -> None:
             f"not the table. If a {plan.unit} really has more, raise max_groups_per_unit (now "
             f"{plan.max_groups}) or max_rows_per_group (now {plan.max_rows}), at the cost of "
             "more noise per group", CuratorWarning, stacklevel=3)
+
+
+def _warn_defined(d: Diagnostics, unit: str | None) -> None:
+    """Tell the curator which rows took a defined value instead of failing the release: rows
+    with a null unit belong to nobody and are dropped; an infinite value is clipped into the
+    bounds like any other (NaN and a failed expression are null). A release never fails on
+    these, or whether it failed would tell a row's value (a data-dependent error is an exact
+    bit the analyst chose)."""
+    facts = [f"{d.null_units:,} rows with a null privacy_unit {unit!r} were dropped"] if d.null_units else []
+    facts += [f"{k:,} kept values of {c!r} were infinite and clipped into the bounds"
+              for c, k in d.infinite.items() if k]
+    if facts:
+        warnings.warn(f"curator only (exact, not differentially private; do not publish): "
+                      f"{'; '.join(facts)}", CuratorWarning, stacklevel=3)
 
 
 def usefulness_warnings(plan: Plan, n: int | None = None) -> list[str]:

@@ -132,6 +132,11 @@ class Release:
         for col, n in d.nulls.items():
             if n:
                 out.append(f"{n:,} kept rows have a null {col!r} (left out of its aggregates).")
+        for col, n in d.infinite.items():
+            if n:
+                out.append(f"{n:,} kept values of {col!r} were infinite (clipped into the bounds).")
+        if d.null_units:
+            out.append(f"{d.null_units:,} rows have a null privacy unit (they belong to no unit: dropped).")
         return out
 
     def explain(self, n: int | None = None) -> str:

@@ -8,8 +8,8 @@ whose Python types match their column's exactly (ints for an integer column in i
 or floats for a float column, bools for a boolean one, strings for text). Every other request
 goes, unchanged, to the DuckDB engine over the same data. Both compute the same aggregates:
 NaN and null are null (DuckDB's `nullif(CAST(v AS DOUBLE), 'NaN')`), counted and left out;
-infinities are counted (the release refuses them); values are clipped to their bounds and the
-clipped ones counted; a null key never matches a public key.
+infinities are counted and, like any value, clipped to their bounds, the clipped ones counted;
+a null key never matches a public key.
 """
 
 from __future__ import annotations
