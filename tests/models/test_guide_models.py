@@ -1,4 +1,4 @@
-"""The README's models example runs as written, on a ledger shared with other releases."""
+"""The guide's models example runs as written, on a ledger shared with other releases."""
 
 from __future__ import annotations
 
@@ -11,23 +11,22 @@ import numpy as np
 import bayesdp as bdp
 from bayesdp.models import GaussianNB
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide" / "models.md"
 
 
 def models_example() -> str:
-    text = README.read_text(encoding="utf-8")
-    section = text.split("## Private models in scikit-learn's shape", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    text = GUIDE.read_text(encoding="utf-8")
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S) if "LogisticRegression(" in b]
     assert len(blocks) == 1
     return str(blocks[0])
 
 
-def test_readme_models_example_runs_on_an_add_remove_ledger(tmp_path: Path) -> None:
+def test_the_guides_models_example_runs_on_an_add_remove_ledger(tmp_path: Path) -> None:
     gen = np.random.default_rng(0)
     x = gen.uniform(0, 1, (2400, 3))
     y = (x[:, 0] + 0.2 * gen.normal(size=2400) > 0.5).astype(int)
     ledger = bdp.Ledger(tmp_path / "budget.db", budget=bdp.Guarantee(4.0, delta=1e-6))
-    ledger.spend(bdp.Guarantee(0.5), "an earlier count")  # the README's ledger: add/remove
+    ledger.spend(bdp.Guarantee(0.5), "an earlier count")  # the guide's ledger: add/remove
     scope: dict[str, Any] = {
         "bdp": bdp,
         "ledger": ledger,
@@ -37,6 +36,6 @@ def test_readme_models_example_runs_on_an_add_remove_ledger(tmp_path: Path) -> N
         "X_hold": x[1600:], "y_hold": y[1600:],
         "other": GaussianNB(bounds=(0, 1), classes=[0, 1], epsilon=1.0, ledger=ledger),
     }
-    exec(compile(models_example(), str(README), "exec"), scope)
+    exec(compile(models_example(), str(GUIDE), "exec"), scope)
     assert scope["clf"].guarantee.relation == "add_remove"
     assert [s.label for s in ledger.history()][:2] == ["an earlier count", "fit LogisticRegression"]
