@@ -33,10 +33,11 @@ What is promised (and what is not):
   floor and ceil beyond BIGINT's range are the value itself. Then, in an aggregate, NaN is
   NULL (left out, as NULLs are) and +inf or -inf is clipped into the bounds like any value
   (their exact counts go to the curator only: `Release.curator_notes`, CuratorWarning).
-  Not covered on Spark: the implicit casts ANSI mode applies when a text column meets a number
-  or a date function (`text_col = 1`, `month(text_col)`); write an explicit CAST (rendered as
-  TRY_CAST) there. Integer results beyond BIGINT are NULL on Spark; DuckDB may compute an
-  expression with a literal (`i * 2`) on a wider type and return the exact value.
+  On Spark the implicit casts ANSI mode applies when text meets a number or a date function
+  (`text_col = 1`, `month(text_col)`), which raise on a malformed value, are refused from the
+  schema before anything is spent (the Spark engine's `check`); write an explicit CAST
+  (rendered as TRY_CAST) there. Integer results beyond BIGINT are NULL on Spark; DuckDB may
+  compute an expression with a literal (`i * 2`) on a wider type and return the exact value.
 - Time: DuckDB evaluates a chunk of rows in which some row raises again row by row, which is
   much slower; the time of a query can show that such a row exists. Casts, `/` and `%` are
   rendered so that they never raise, so only overflow and implicit casts of text take that path.

@@ -23,6 +23,7 @@ import bayesdp.tables as bdp
 from bayesdp import rng_for_tests
 from bayesdp.errors import DataError, InvalidParameter
 from bayesdp.expressions import row_expression
+from bayesdp.privacy import Guarantee, Ledger
 from bayesdp.tables.engines import Bins, BoundingRequest, Cells, DuckDBEngine, Measure
 from bayesdp.tables.quantiles import QUANTILE_CELLS
 
@@ -322,3 +323,46 @@ def test_public_keys_on_a_date_column_find_their_rows_on_spark(spark, column):
     assert list(df[column]) == keys
     # Laplace(1) noise: P(|noise| > 100) = e^-100 per group.
     assert (df["n"].iloc[:2] > 100).all() and df["n"].iloc[2] < 100
+
+
+# Implicit casts of text that ANSI mode makes raise on a malformed value; below, those that do not.
+IMPLICIT = {
+    "sum": lambda t: t.agg(s=bdp.sum("CASE WHEN code = 1 THEN x ELSE 0 END", bounds=(0, 10))),
+    "count": lambda t: t.where("code > 1").agg(n=bdp.count()),
+    "share": lambda t: t.agg(p=bdp.share("code BETWEEN 1 AND 2")),
+    "quantile": lambda t: t.agg(q=bdp.quantile("month(day)", bounds=(1, 12))),
+    "date": lambda t: t.where("date_trunc('month', day) < DATE '2020-06-01'").agg(n=bdp.count()),
+}
+TOTAL = {
+    "explicit": lambda t: t.agg(s=bdp.sum("CASE WHEN CAST(code AS INT) = 1 THEN x ELSE 0 END",
+                                          bounds=(0, 10))),
+    "try_add": lambda t: t.where("code + 1 > 2").agg(n=bdp.count()),  # inside try_add: NULL
+}
+
+
+def test_implicit_casts_of_text_are_decided_from_the_schema(spark, tmp_path):
+    """A pair: the same releases on a table and on it with a row holding 'abc' in text columns
+    compared to a number or read as a date. Under ANSI mode the implicit cast of 'abc' would
+    raise after the spend on one table only; each is refused before the spend on both, with the
+    same message, and an explicit CAST or text in arithmetic (try_add) releases on both. The
+    ledgers are charged alike."""
+    rows = [(u, str(1 + u % 2), f"2020-0{1 + u % 9}-15", float(u % 7)) for u in range(40)]
+    outcomes = []
+    for name, extra in (("base", []), ("plus", [(40, "abc", "abc", 3.0)])):
+        frame = spark.createDataFrame(rows + extra, "user_id BIGINT, code STRING, day STRING, x DOUBLE")
+        table = bdp.table(frame, "user_id")
+        led = Ledger(tmp_path / f"{name}.db", budget=Guarantee(100.0, unit="user_id"))
+        seen = {}
+        for kind, query in {**IMPLICIT, **TOTAL}.items():
+            try:
+                query(table).release(1.0, ledger=led, rng=rng_for_tests(0))
+                seen[kind] = "released"
+            except Exception as exc:  # the outcome: the error's kind and public message
+                seen[kind] = (type(exc).__name__, getattr(exc, "public_message", str(exc)))
+        outcomes.append((seen, led.spent().epsilon, len(led.history())))
+    assert outcomes[0] == outcomes[1], outcomes
+    seen, spent, spends = outcomes[0]
+    assert all(seen[kind] == "released" for kind in TOTAL) and spends == len(TOTAL)
+    assert spent == pytest.approx(len(TOTAL))
+    for kind in IMPLICIT:
+        assert seen[kind][0] == "InvalidParameter" and "write an explicit CAST(" in seen[kind][1], kind

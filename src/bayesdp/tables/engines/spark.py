@@ -176,6 +176,7 @@ class SparkEngine:
             self._checked = (request, self._plan(request))
         except _SPARK_ERRORS as exc:
             raise _data_error(exc) from None
+        _refuse_failing_casts(self.frame, _expressions(request))
 
     def aggregate(self, request: BoundingRequest) -> ExactAggregates:
         checked, self._checked = self._checked, None
@@ -252,6 +253,7 @@ class BoundedSpark(BoundedRows):
             self._kept(stand_in, request, _values(request))
         except _SPARK_ERRORS as exc:
             raise _data_error(exc) from None
+        _refuse_failing_casts(self.source.frame, (*self.where, *_expressions(request)))
 
     def aggregate(self, request: BoundingRequest) -> ExactAggregates:
         self.bounding.check(request)
@@ -296,6 +298,59 @@ def _values(request: BoundingRequest) -> list[str]:
     """The value columns of a request's measures, cells and bins, first use first."""
     specs: list[Measure | Cells | Bins] = [*request.measures, *request.cells, *request.bins]
     return list(dict.fromkeys(s.column for s in specs))
+
+
+def _expressions(request: BoundingRequest) -> list[RowExpression]:
+    """The request's row expressions: its filters and its expression values."""
+    return [*request.where, *(e for _, e in request.expressions)]
+
+
+def _refuse_failing_casts(frame: DataFrame, expressions: Sequence[RowExpression]) -> None:
+    """Refuse, from the schema alone and before anything is spent, an expression in which Spark
+    would convert text implicitly in a way that raises on a malformed value: under ANSI mode
+    (Spark 4's default) `text_col = 1`, `text_col + 1` or `month(text_col)` cast the text with
+    an ANSI cast, so a row holding 'abc' would fail the release on one table and not on its
+    neighbour. Each expression is analysed against `frame` (nothing runs) and its Catalyst tree
+    searched for such a cast (`_failing_cast`); an explicit CAST, rendered as TRY_CAST, gives NULL.
+
+    Deciding from the schema is the robust choice: making those casts total instead means
+    rewriting Spark's analysed plan through its internal classes (their constructors change
+    between versions) or planning the user's DataFrame again with ANSI off, which is either
+    `spark.conf`, shared by the whole session (set and restored around a release, it races with
+    the user's other queries), or a new session, to which a DataFrame bound to the user's
+    session (its temporary views, cached relations, functions) cannot be moved safely."""
+    for expression in expressions:
+        tree = frame.select(F.expr(expression.sql("spark")))._jdf.queryExecution().analyzed()
+        cast = _failing_cast(tree.expressions().apply(0))
+        if cast is not None:
+            child, target = cast.child(), cast.dataType().simpleString().upper()
+            text = child.sql() if child.getClass().getSimpleName() == "AttributeReference" else "..."
+            raise InvalidParameter(
+                f"expression {expression.text!r} converts text to {target} implicitly, which "
+                f"fails on Spark (ANSI mode) where a value is not a valid {target}: write an "
+                f"explicit CAST({text} AS {target}), which gives NULL there")
+
+
+def _failing_cast(node: Any) -> Any:
+    """The first cast in the Catalyst expression `node` (a py4j object) that can raise on a
+    row's value: an ANSI cast of text (or bytes) to another type, of a value that is not a
+    constant (a constant's error does not depend on the data), outside try_* (TryEval makes
+    any error NULL); None when there is none."""
+    kind = node.getClass().getSimpleName()
+    if kind == "TryEval":
+        return None
+    if kind == "Cast" and node.evalMode().toString() == "ANSI":
+        child, target = node.child(), node.dataType().typeName()
+        source = child.dataType().typeName()
+        if not child.foldable() and source.startswith(("string", "binary")) \
+                and not target.startswith(("string", "binary")):
+            return node
+    children = node.children()
+    for i in range(children.size()):
+        found = _failing_cast(children.apply(i))
+        if found is not None:
+            return found
+    return None
 
 
 def _where(frame: DataFrame, where: Sequence[RowExpression]) -> DataFrame:
