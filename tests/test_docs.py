@@ -30,6 +30,7 @@ PAGES = [
     "docs/tutorials/reusable-holdout.md",
     "docs/how-to/audit.md",
     "docs/how-to/budget.md",
+    "docs/explanations/accounting.md",
     "docs/contributing.md",
 ]
 
