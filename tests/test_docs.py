@@ -29,6 +29,7 @@ PAGES = [
     "docs/tutorials/correlated.md",
     "docs/tutorials/reusable-holdout.md",
     "docs/how-to/audit.md",
+    "docs/how-to/bounds.md",
     "docs/how-to/budget.md",
     "docs/explanations/accounting.md",
     "docs/contributing.md",
