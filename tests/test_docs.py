@@ -33,6 +33,7 @@ PAGES = [
     "docs/how-to/budget.md",
     "docs/explanations/accounting.md",
     "docs/explanations/floating-point.md",
+    "docs/explanations/promises.md",
     "docs/contributing.md",
 ]
 
