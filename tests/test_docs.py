@@ -31,6 +31,7 @@ PAGES = [
     "docs/how-to/audit.md",
     "docs/how-to/bounds.md",
     "docs/how-to/budget.md",
+    "docs/how-to/memory.md",
     "docs/explanations/accounting.md",
     "docs/explanations/floating-point.md",
     "docs/explanations/promises.md",
