@@ -32,6 +32,7 @@ PAGES = [
     "docs/how-to/bounds.md",
     "docs/how-to/budget.md",
     "docs/how-to/memory.md",
+    "docs/how-to/spark.md",
     "docs/explanations/accounting.md",
     "docs/explanations/floating-point.md",
     "docs/explanations/promises.md",
