@@ -33,6 +33,7 @@ PAGES = [
     "docs/how-to/budget.md",
     "docs/how-to/memory.md",
     "docs/how-to/spark.md",
+    "docs/how-to/report.md",
     "docs/explanations/accounting.md",
     "docs/explanations/floating-point.md",
     "docs/explanations/promises.md",
