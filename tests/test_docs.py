@@ -28,6 +28,7 @@ PAGES = [
     "docs/tutorials/synthetic-data.md",
     "docs/tutorials/correlated.md",
     "docs/tutorials/reusable-holdout.md",
+    "docs/tutorials/service.md",
     "docs/how-to/audit.md",
     "README.md",
     "docs/guide/tables.md",
