@@ -29,6 +29,7 @@ PAGES = [
     "docs/tutorials/correlated.md",
     "docs/tutorials/reusable-holdout.md",
     "docs/tutorials/service.md",
+    "docs/tutorials/models.md",
     "docs/how-to/audit.md",
     "README.md",
     "docs/guide/tables.md",
