@@ -28,6 +28,8 @@ PAGES = [
     "docs/tutorials/synthetic-data.md",
     "docs/tutorials/correlated.md",
     "docs/tutorials/reusable-holdout.md",
+    "docs/tutorials/service.md",
+    "docs/tutorials/models.md",
     "docs/how-to/audit.md",
     "docs/how-to/bounds.md",
     "docs/how-to/budget.md",
