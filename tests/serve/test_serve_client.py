@@ -161,6 +161,24 @@ def test_429_waits_for_retry_after_or_raises_when_too_far(monkeypatch: pytest.Mo
     assert info.value.status == 429 and info.value.retry_after == 60 and sleeps == [2.0]
 
 
+@pytest.mark.parametrize("code", ["deadline", "stopped"])
+def test_a_503_that_answers_the_request_is_not_sent_again(monkeypatch: pytest.MonkeyPatch, code: str) -> None:
+    # A release cut off at its deadline spent what it declared: sent again under the same
+    # idempotency key it would be refused as used up, and the analyst would never read why.
+    calls: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request.url.path)
+        return httpx.Response(503, json={"error": {"code": code, "message": f"the request: {code}"}})
+
+    monkeypatch.setattr(client_module.time, "sleep", lambda s: None)
+    db = client_module.Client("http://service.invalid/", TOKEN, retry_for=5)
+    db._http._transport = httpx.MockTransport(handler)
+    with pytest.raises(ServiceError, match=f"the request: {code}") as info:
+        db.sql("SELECT COUNT(*) AS n FROM d", epsilon=1.0)
+    assert info.value.status == 503 and len(calls) == 1
+
+
 @pytest.mark.parametrize("token", ["", " ", "bdp_x", "bdp_0123_sec ret", None])
 def test_a_malformed_token_is_refused_before_any_request(token: Any) -> None:
     with pytest.raises(InvalidParameter, match="token") as info:

@@ -130,7 +130,7 @@ class Client:
                                              "been processed: see releases()") from None
                 failure, status = f"cannot reach {self.url} ({type(exc).__name__}: {exc})", 0
             else:
-                if response.status_code not in (429, 503):
+                if response.status_code not in (429, 503) or _error(response).get("code") in FINAL:
                     break
                 failure, status = _message(response), response.status_code
                 wait = _retry_after(response.headers.get("retry-after"))
@@ -303,6 +303,11 @@ def _segment(value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise invalid("id", value, "a non-empty string")
     return quote(value, safe="")
+
+
+# 503s that answer the request (cut off at its deadline after spending, or stopped): sending it
+# again would find its idempotency key used up, not a busy service.
+FINAL = frozenset({"deadline", "stopped"})
 
 
 def _error(response: httpx.Response) -> dict[str, Any]:
