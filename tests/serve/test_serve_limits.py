@@ -261,9 +261,9 @@ def test_limits_in_the_configuration_are_checked(tmp_path: Path, limits: dict[st
         parse_config({**doc, "limits": limits}, tmp_path)
 
 
-def test_the_readme_shows_the_default_limits() -> None:
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
-    block = readme.split("```toml\n[limits]\n", 1)[1].split("```", 1)[0]
+def test_the_serving_guide_shows_the_default_limits() -> None:
+    guide = (Path(__file__).parents[2] / "docs" / "guide" / "serving.md").read_text(encoding="utf-8")
+    block = guide.split("```toml\n[limits]\n", 1)[1].split("```", 1)[0]
     assert parse_limits(tomllib.loads(block)) == Limits()
     assert {line.split()[0] for line in block.splitlines()} == {f.name for f in fields(Limits)}
 

@@ -24,7 +24,7 @@ def bounded(engine: Engine, unit: str, unit_name: str, cols: tuple[str, ...],
     elif max_groups_per_unit is None:
         raise InvalidParameter(
             f"max_groups_per_unit is required to bound groups by {', '.join(cols)}: the most "
-            f"groups one {unit_name} may contribute to, a public fact (README: no default)")
+            f"groups one {unit_name} may contribute to, a public fact (docs/guide/tables.md: no default)")
     else:
         k = check_positive_int("max_groups_per_unit", max_groups_per_unit)
     gen = resolve_rng(rng)

@@ -360,7 +360,7 @@ class Query:
                          selection_weight=check_positive("selection_weight", selection_weight))
 
     def _max_groups(self, value: int | None) -> int:
-        """Groups a unit may keep: required when grouping rows of a named unit (README: no
+        """Groups a unit may keep: required when grouping rows of a named unit (docs/guide/tables.md: no
         default), because any fixed default silently drops most rows of a panel."""
         if not self.by:
             return 1
