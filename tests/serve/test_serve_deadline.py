@@ -149,7 +149,8 @@ def config_doc(root: Path, timing_doc: Any = None) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("timing_doc", "named"), [
     ({"margin": 0.5}, "timing.margin"), ({"least": -1}, "timing.least"), ({"pad": "yes"}, "timing.pad"),
-    ({"runs": 0}, "timing.runs"), ({"slack": 1}, "unknown key"), ([1], "timing must be a table")])
+    ({"runs": 0}, "timing.runs"), ({"slack": -1}, "timing.slack"), ({"spare": 1}, "unknown key"),
+    ([1], "timing must be a table")])
 def test_bad_timing_settings_are_refused_by_name(tmp_path: Path, timing_doc: Any, named: str) -> None:
     with pytest.raises(InvalidParameter, match=named):
         parse_config(config_doc(tmp_path, timing_doc), tmp_path)
@@ -169,3 +170,12 @@ def test_a_release_that_fails_on_the_synthetic_rows_still_gets_a_deadline(servic
         raise ValueError("made-up rows")
 
     assert service.deadlines["visits"].deadline(query, options, fails, "spec") >= 0.02
+
+
+def test_every_deadline_has_the_slack_for_scheduling_delays(service: Service) -> None:
+    ds = service.config.datasets["visits"]
+    query, _, options = service.query(ds, {"epsilon": 1.0, "aggregates": {"n": {"kind": "count"}}})
+    cfg = timing.TimingConfig(runs=1, least=0.0, slack=0.3)
+    deadlines = timing.Releases(service.deadlines["visits"].synthetic, 0.0, cfg)
+    seconds = deadlines.deadline(query, options, lambda q: time.sleep(0.01), "spec")
+    assert cfg.margin * 0.01 + 0.3 <= seconds < cfg.margin * 0.05 + 0.3

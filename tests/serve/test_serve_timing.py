@@ -34,6 +34,7 @@ NAME = "a" * 1000
 CONFIG = """
 state = "state"
 rate_per_minute = 100000
+timing = { slack = 0.05 }
 
 [datasets.pay]
 source = "pay.csv"

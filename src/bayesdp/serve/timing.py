@@ -6,12 +6,12 @@ declared), so a slow row cannot make an answer come later (Haeberlen, Pierce and
 "Differential Privacy Under Fire", USENIX Security 2011: predictable transactions with a
 timeout and a default).
 
-A release's deadline is `margin * (typical + per_cost * c)`, at least `least` seconds
+A release's deadline is `margin * (typical + per_cost * c) + slack`, at least `least` seconds
 (`Releases`): `typical` is the time of a release of the same shape on synthetic rows of the
 dataset's public schema and row count, `per_cost` the time per unit of cost fitted at start-up
 on the same rows with the costliest string work the checker admits (`calibrate_dataset`), and
 c the request's public cost bound, `bayesdp.expressions.RowExpression.cost` summed over its
-expressions (`query_cost`). A holdout query's is `margin * Model(...)`, fitted on the public
+expressions (`query_cost`). A holdout query's is `margin * Model(...) + slack`, fitted on the public
 training table (`calibrate_holdout`).
 
 Hooks for the service: `run_with_deadline(work, seconds, on_cut)` runs `work` in its own
@@ -47,12 +47,15 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class TimingConfig:
     """`pad`: answer at the deadline (off only for tests that do not measure time); `margin`:
-    deadline over the calibrated typical time (the work is cut off at `CUT_AT` of it); `least`:
-    the shortest deadline in seconds;
-    `runs`: timed runs per calibration point at start-up."""
+    deadline over the calibrated typical time (the work is cut off at `CUT_AT` of it); `slack`:
+    seconds added to every deadline, for the machine's scheduling delays, which do not grow with
+    the work (without it a short release on a busy machine passed a 0.12 s deadline one time in
+    three); `least`: the shortest deadline in seconds; `runs`: timed runs per calibration point
+    at start-up."""
 
     pad: bool = True
     margin: float = 2.0  # the work may take 1.5 times its typical time (CUT_AT * margin)
+    slack: float = 0.2
     least: float = 0.05
     runs: int = 5
 
@@ -63,14 +66,14 @@ def parse_timing(doc: Any, key: str = "timing") -> TimingConfig:
         return TimingConfig()
     if not isinstance(doc, dict):
         raise InvalidParameter(f"{key} must be a table such as {{ margin = 1.5 }}, not {doc!r}")
-    allowed = ["pad", "margin", "least", "runs"]
+    allowed = ["pad", "margin", "slack", "least", "runs"]
     unknown = sorted(set(doc) - set(allowed))
     if unknown:
         raise InvalidParameter(f"unknown key(s) {unknown} in {key}; allowed: {allowed}")
     cfg = TimingConfig(**doc)
     if not isinstance(cfg.pad, bool):
         raise InvalidParameter(f"{key}.pad must be true or false, not {cfg.pad!r}")
-    for name, lo in (("margin", 1.0), ("least", 0.0)):
+    for name, lo in (("margin", 1.0), ("slack", 0.0), ("least", 0.0)):
         v = getattr(cfg, name)
         if not isinstance(v, int | float) or isinstance(v, bool) or not lo <= v < 1e6:
             raise InvalidParameter(f"{key}.{name} must be a number in [{lo:g}, 1e6), not {v!r}")
@@ -105,7 +108,7 @@ class Model:
 
     def deadline(self, parts: int, cost: float, cfg: TimingConfig) -> float:
         typical = self.fixed + self.per_part * max(parts - 1, 0) + self.per_cost * cost
-        return max(cfg.least, cfg.margin * typical)
+        return max(cfg.least, cfg.margin * typical + cfg.slack)
 
 
 Point = tuple[int, float, Callable[[], Any]]  # parts, cost, a request of that shape
@@ -161,7 +164,7 @@ class Releases:
             with self._lock:
                 self._typical.setdefault(key, typical)
         cost = query_cost([*query.table.filters, *query.expressions.values()])
-        return max(self.cfg.least, self.cfg.margin * (typical + self.per_cost * cost))
+        return max(self.cfg.least, self.cfg.margin * (typical + self.per_cost * cost) + self.cfg.slack)
 
 
 def _attempt(run: Callable[[Any], Any], query: Any) -> None:
