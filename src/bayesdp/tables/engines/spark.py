@@ -310,8 +310,9 @@ def _refuse_failing_casts(frame: DataFrame, expressions: Sequence[RowExpression]
     would convert text implicitly in a way that raises on a malformed value: under ANSI mode
     (Spark 4's default) `text_col = 1`, `text_col + 1` or `month(text_col)` cast the text with
     an ANSI cast, so a row holding 'abc' would fail the release on one table and not on its
-    neighbour. Each expression is analysed against `frame` (nothing runs) and its Catalyst tree
-    searched for such a cast (`_failing_cast`); an explicit CAST, rendered as TRY_CAST, gives NULL.
+    neighbour. The expressions are analysed together against `frame`, as one projection (one
+    plan, nothing runs), and each one's Catalyst tree searched for such a cast (`_failing_cast`);
+    an explicit CAST, rendered as TRY_CAST, gives NULL.
 
     Deciding from the schema is the robust choice: making those casts total instead means
     rewriting Spark's analysed plan through its internal classes (their constructors change
@@ -319,9 +320,12 @@ def _refuse_failing_casts(frame: DataFrame, expressions: Sequence[RowExpression]
     `spark.conf`, shared by the whole session (set and restored around a release, it races with
     the user's other queries), or a new session, to which a DataFrame bound to the user's
     session (its temporary views, cached relations, functions) cannot be moved safely."""
-    for expression in expressions:
-        tree = frame.select(F.expr(expression.sql("spark")))._jdf.queryExecution().analyzed()
-        cast = _failing_cast(tree.expressions().apply(0))
+    if not expressions:
+        return
+    analyzed = frame.select(*(F.expr(e.sql("spark")) for e in expressions))._jdf \
+        .queryExecution().analyzed().expressions()
+    for i, expression in enumerate(expressions):
+        cast = _failing_cast(analyzed.apply(i))
         if cast is not None:
             child, target = cast.child(), cast.dataType().simpleString().upper()
             text = child.sql() if child.getClass().getSimpleName() == "AttributeReference" else "..."
