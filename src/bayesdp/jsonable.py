@@ -27,7 +27,13 @@ def guarantee_json(g: Guarantee) -> dict[str, Any]:
             "unit": g.unit, "text": str(g)}
 
 
+def rows(df: pd.DataFrame) -> list[list[Any]]:
+    """A table's rows as lists, each value as `plain` makes it, converted block by block
+    (itertuples reads a frame of more than 254 columns column by column: 6 s for a 10,000-bin
+    histogram's 30,000)."""
+    return [[plain(v) for v in row] for row in df.to_numpy(dtype=object).tolist()]
+
+
 def frame_json(df: pd.DataFrame) -> dict[str, Any]:
-    """A table as its column names and rows, each value as `plain` makes it."""
-    return {"columns": list(df.columns),
-            "rows": [[plain(v) for v in row] for row in df.itertuples(index=False)]}
+    """A table as its column names and rows (`rows`)."""
+    return {"columns": list(df.columns), "rows": rows(df)}

@@ -320,37 +320,30 @@ class Ledger:
         check_compatible(g, self.budget, "this ledger's budget is a guarantee")
         rule = self.filter
         rule.check(g)
-        with self._connect() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                spent = [s.guarantee for s in self._spends(conn)]
-                record = Spend(label, time=time.time(), guarantee=g, bound=rule.title)
-                if not rule.admits([*spent, g]):
-                    raise BudgetExceeded(
-                        f"spending {g} for {label!r} would exceed the budget {self.budget} "
-                        f"({self.accounting} accounting); remaining: {rule.remaining(spent)}"
-                    )
-                cursor = conn.execute(
-                    "INSERT INTO spends (label, time, epsilon, delta, rho, relation, unit, noise)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        label,
-                        record.time,
-                        g.epsilon,
-                        g.delta,
-                        g.rho,
-                        g.relation,
-                        g.unit,
-                        json.dumps([asdict(n) for n in g.noise]) if g.noise else None,
-                    ),
+        with self._connect() as conn, immediate(conn):
+            spent = [s.guarantee for s in self._spends(conn)]
+            record = Spend(label, time=time.time(), guarantee=g, bound=rule.title)
+            if not rule.admits([*spent, g]):
+                raise BudgetExceeded(
+                    f"spending {g} for {label!r} would exceed the budget {self.budget} "
+                    f"({self.accounting} accounting); remaining: {rule.remaining(spent)}"
                 )
-                spend_id = int(cursor.lastrowid or 0)
-                conn.execute(f"PRAGMA user_version = {spend_id}")
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:  # a full disk makes SQLite roll back by itself
-                    conn.execute("ROLLBACK")
-                raise
+            cursor = conn.execute(
+                "INSERT INTO spends (label, time, epsilon, delta, rho, relation, unit, noise)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    label,
+                    record.time,
+                    g.epsilon,
+                    g.delta,
+                    g.rho,
+                    g.relation,
+                    g.unit,
+                    json.dumps([asdict(n) for n in g.noise]) if g.noise else None,
+                ),
+            )
+            spend_id = int(cursor.lastrowid or 0)
+            conn.execute(f"PRAGMA user_version = {spend_id}")
         self._write_high_water(spend_id)
         return record
 
@@ -392,22 +385,16 @@ class Ledger:
                               "only a ledger written with accounting 'pld' is migrated")
         _check_budget(self.budget, accounting)
         rule = filter_for(accounting, self.budget)
-        with self._connect() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                spent = [s.guarantee for s in self._spends(conn)]
-                for g in spent:
-                    rule.check(g)
-                if spent and not rule.admits(spent):
-                    raise BudgetExceeded(
-                        f"{self.path} holds spends that already exceed its budget {self.budget} "
-                        f"under the {rule.title} (total {rule.total(spent)}); it stays read-only"
-                    )
-                conn.execute("UPDATE meta SET value = ? WHERE key = 'accounting'", (accounting,))
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+        with self._connect() as conn, immediate(conn):
+            spent = [s.guarantee for s in self._spends(conn)]
+            for g in spent:
+                rule.check(g)
+            if spent and not rule.admits(spent):
+                raise BudgetExceeded(
+                    f"{self.path} holds spends that already exceed its budget {self.budget} "
+                    f"under the {rule.title} (total {rule.total(spent)}); it stays read-only"
+                )
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'accounting'", (accounting,))
         self.accounting = accounting
 
     def remaining(self) -> Guarantee:
@@ -458,6 +445,21 @@ class Ledger:
             )
             for label, t, eps, delta, rho, relation, unit, noise in rows
         ]
+
+
+@contextmanager
+def immediate(conn: sqlite3.Connection) -> Iterator[None]:
+    """One `BEGIN IMMEDIATE` transaction on an autocommit connection: committed, or rolled back
+    on any error (unless SQLite already rolled it back, as a full disk makes it do: a second
+    ROLLBACK would fail with "no transaction is active" and hide why)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
 
 
 def charge(ledger: Ledger | None, guarantee: Guarantee, label: str) -> None:

@@ -30,6 +30,7 @@ from typing import Any
 
 from bayesdp.errors import DiskFull, InvalidParameter, LedgerError, invalid
 from bayesdp.privacy import Guarantee, Ledger
+from bayesdp.privacy.ledger import immediate
 from bayesdp.serve.body import read_stored
 from bayesdp.serve.config import Budget, Config
 from bayesdp.serve.tokens import new_secret
@@ -115,17 +116,8 @@ class State:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._db() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                # A full disk makes SQLite roll back by itself; a second ROLLBACK would fail and
-                # hide why ("cannot rollback - no transaction is active").
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+        with self._db() as conn, immediate(conn):
+            yield conn
 
     def writable(self, thorough: bool = False) -> LedgerError | None:
         """None if the service can record spends, else why not: its disk has room, its records
