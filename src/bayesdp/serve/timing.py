@@ -26,6 +26,7 @@ does not slow the timed work.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import statistics
 import threading
 import time
@@ -266,11 +267,12 @@ def _padded(work: Callable[[], T], seconds: float, on_cut: Callable[[], T]) -> T
         pending.clear()
     done = threading.Event()
     box: dict[str, Any] = {}
+    context = contextvars.copy_context()  # the request's limits.Work, for the cursors `work` opens
 
     def worker() -> None:
         _current.request = request
         try:
-            box["value"] = work()
+            box["value"] = context.run(work)
         except BaseException as exc:  # handed to the caller at the deadline
             box["error"] = exc
         finally:
