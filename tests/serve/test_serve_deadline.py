@@ -15,7 +15,7 @@ from serve_helpers import write_service
 
 import bayesdp.serve.service as service_module
 from bayesdp.errors import InvalidParameter
-from bayesdp.serve import timing
+from bayesdp.serve import limits, timing
 from bayesdp.serve.config import load_config, parse_config
 from bayesdp.serve.service import AuditedLedger, Service
 from bayesdp.serve.state import State
@@ -57,6 +57,19 @@ def test_slow_engine_work_is_interrupted_and_the_default_answers_at_the_deadline
     took = time.monotonic() - start
     assert 0.3 <= took < 0.3 + 0.25, took
     assert ended.wait(5), "the engine went on with the cut-off request's query"
+
+
+def test_a_request_s_time_limit_also_stops_the_queries_its_deadline_thread_opens() -> None:
+    """The request's Work (`limits.working`) follows its work into the deadline thread, so a
+    query opened there (as a holdout query's) stops at the time limit, long before the cut-off."""
+    con = duckdb.connect()
+
+    def slow() -> int:
+        return int(limits.cursor(con).sql("SELECT count(*) FROM range(100000) a, range(100000) b "
+                                          "WHERE a.range * b.range % 7 = 3").fetchall()[0][0])
+
+    with limits.working(limits.Work(), 0.2), pytest.raises(duckdb.InterruptException):
+        timing.run_with_deadline(slow, 2.0, lambda: -1)
 
 
 class Spends:

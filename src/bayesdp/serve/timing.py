@@ -26,6 +26,7 @@ does not slow the timed work.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import statistics
 import threading
 import time
@@ -96,6 +97,11 @@ def query_cost(expressions: Sequence[RowExpression | str]) -> float:
     return sum(e.cost if isinstance(e, RowExpression) else 1.0 for e in expressions)
 
 
+def release_cost(query: Any) -> float:
+    """The cost bound of a release: `query_cost` of its filters and aggregates' expressions."""
+    return query_cost([*query.table.filters, *query.expressions.values()])
+
+
 @dataclass(frozen=True)
 class Model:
     """Seconds a request with `parts` aggregates (or holdout queries) and expressions of cost
@@ -163,8 +169,7 @@ class Releases:
                 typical = _median_time(lambda: _attempt(run, stand_in), self.cfg.runs)
             with self._lock:
                 self._typical.setdefault(key, typical)
-        cost = query_cost([*query.table.filters, *query.expressions.values()])
-        return max(self.cfg.least, self.cfg.margin * (typical + self.per_cost * cost) + self.cfg.slack)
+        return Model(typical, 0.0, self.per_cost).deadline(1, release_cost(query), self.cfg)
 
 
 def _attempt(run: Callable[[Any], Any], query: Any) -> None:
@@ -266,11 +271,12 @@ def _padded(work: Callable[[], T], seconds: float, on_cut: Callable[[], T]) -> T
         pending.clear()
     done = threading.Event()
     box: dict[str, Any] = {}
+    context = contextvars.copy_context()  # the request's limits.Work, for the cursors `work` opens
 
     def worker() -> None:
         _current.request = request
         try:
-            box["value"] = work()
+            box["value"] = context.run(work)
         except BaseException as exc:  # handed to the caller at the deadline
             box["error"] = exc
         finally:
@@ -386,8 +392,7 @@ def calibrate_dataset(service: Any, ds: Any, cfg: TimingConfig) -> Releases:
 
     def point(spec: dict[str, Any]) -> Point:
         query, _, options = service.query(cal, spec)
-        cost = query_cost([*query.table.filters, *query.expressions.values()])
-        return len(query.aggregates), cost, lambda: query.release(**options)
+        return len(query.aggregates), release_cost(query), lambda: query.release(**options)
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
