@@ -31,7 +31,7 @@ from bayesdp.errors import (
 )
 from bayesdp.expressions import RowExpression, fold, resolve_column, row_expression
 from bayesdp.holdout import ReusableHoldout, table_means
-from bayesdp.jsonable import guarantee_json, plain
+from bayesdp.jsonable import frame_json, guarantee_json
 from bayesdp.privacy import Ledger, Spend
 from bayesdp.serve import limits, timing
 from bayesdp.serve.config import Config, Dataset, Holdout
@@ -262,8 +262,7 @@ class Service:
             warnings.simplefilter("always")
             df = query.preview(**options, group_size=request.get("group_size"))
             plan = query.plan(**{k: v for k, v in options.items() if k != "alpha"})
-        return {"dataset": ds.name, "columns": list(df.columns),
-                "rows": [[plain(v) for v in row] for row in df.itertuples(index=False)],
+        return {"dataset": ds.name, **frame_json(df),
                 "guarantee": guarantee_json(plan.guarantee),
                 "warnings": [str(w.message) for w in caught]}
 
