@@ -83,6 +83,18 @@ budget = 5
 """
 
 
+# The contrast ratio (WCAG 2.x) of an element's colour property against the card's background.
+CONTRAST = """
+const rgb = (c) => c.match(/[0-9.]+/g).slice(0, 3).map(Number).map((v) => v / 255)
+  .map((v) => v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4);
+const lum = (c) => { const [r, g, b] = rgb(c); return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+const mark = getComputedStyle(document.querySelector(arguments[0]))[arguments[1]];
+const card = getComputedStyle(document.querySelector('.card')).backgroundColor;
+const [a, b] = [lum(mark), lum(card)].sort((x, y) => y - x);
+return (a + 0.05) / (b + 0.05);
+"""
+
+
 def write_console_service(root: Path) -> Path:
     rng = np.random.default_rng(3)
     n = 4000
@@ -254,6 +266,7 @@ def test_sign_in_layout_and_accessibility_at_1280_and_390(page: Page) -> None:
     assert ["spend", "number", "0 to 10", "amount spent, in dollars"] in schema
     assert ["shop", "category", "a, b, c", "the shop visited"] in schema
     assert "one person" in page.text("#dataset-description")
+    assert "per person" in page.text("#builder-cost") and "per user" not in page.text("#builder-cost")
     page.release()
     assert page.js("return document.activeElement.id") == "result-title"
     assert page.js("return document.getElementById('result').getBoundingClientRect().top") < 200  # in view
@@ -269,6 +282,9 @@ def test_sign_in_layout_and_accessibility_at_1280_and_390(page: Page) -> None:
             assert page.js("return document.documentElement.scrollWidth") <= width
             assert page.js("return parseFloat(getComputedStyle(document.body).fontSize)") >= 14
             page.js("window.scrollTo(0, 0)")
+            # The plot's marks stand out from the card (WCAG 1.4.11: at least 3:1).
+            for mark, prop in (("svg .bar", "stroke"), ("svg .whisker", "stroke"), ("svg .dot", "stroke")):
+                assert page.js(CONTRAST, mark, prop) >= 3, (mark, scheme)
             page.check_axe(f"workspace {width} px {scheme}")
             page.shot(f"workspace-{width}-{scheme}")
             page.js("document.getElementById('result').scrollIntoView()")
@@ -291,12 +307,16 @@ def test_builder_filters_groups_quantile_label_and_the_preview(page: Page) -> No
     page.set(last + " .q", "0.9")
     page.set("#label", "spending of flagged visits")
     page.until(lambda: len(page.rows("#preview")) == 3 and page.ready("builder"))
+    # The ε slider spans what remains; numbers are written for people.
+    assert page.el("#epsilon-range").get_attribute("max") == "6"
+    assert page.js("return [num(10906.3), num(389.0, 'count'), num(3249, 'count_units'), num(0.012345)]") == [
+        "10,910", "389", "3,249", "0.01235"]
     preview = page.rows("#preview")
     # A quantile's error is in quantile levels: shown as such, not in dollars.
     assert preview[2][0] == "q90_spend" and "percentiles" in preview[2][2]
     assert preview[0][2].startswith("±") and "." not in preview[0][2]  # a count's error in whole persons
     cost = page.text("#builder-cost")
-    assert "spends ε=0.5 per user" in cost and "% of what remains" in cost
+    assert "spends ε=0.5 per person" in cost and "% of what remains" in cost
 
     # Bad input stops the preview (no stale figures) and the release, and says what to fix.
     page.set(last + " .lo", "")
@@ -359,7 +379,7 @@ def test_sql_shows_its_cost_and_confirms_a_large_spend(page: Page) -> None:
     page.sign_in(add_analyst(page.server.config_path, "sql"))
     assert page.el("#sql").get_attribute("value") == "SELECT shop, COUNT(*) AS n FROM visits GROUP BY shop"
     page.until(lambda: page.ready("sql"))
-    assert "spends ε=0.5 per user" in page.text("#sql-cost") and len(page.rows("#sql-preview")) == 1
+    assert "spends ε=0.5 per person" in page.text("#sql-cost") and len(page.rows("#sql-preview")) == 1
     # Refused SQL says so before the click, pointing at the text.
     page.set("#sql", "SELECT COUNT(*) FROM read_csv('/etc/passwd')")
     page.until(lambda: "^" in page.text("#sql-problems"))
@@ -367,7 +387,7 @@ def test_sql_shows_its_cost_and_confirms_a_large_spend(page: Page) -> None:
     assert page.js("return document.getElementById('sql').selectionEnd") > 0
     page.set("#sql", "SELECT shop, COUNT(*) AS n FROM visits GROUP BY shop ORDER BY shop DESC")
     page.set("#sql-epsilon", "4")  # 4 of 6: large
-    page.until(lambda: "spends ε=4 per user" in page.text("#sql-cost"))
+    page.until(lambda: "spends ε=4 per person" in page.text("#sql-cost"))
     page.until(lambda: page.el("#sql-button").is_enabled())
     page.el("#sql-button").click()
     page.until(lambda: page.shown("#confirm"))
