@@ -305,7 +305,7 @@ def test_builder_filters_groups_quantile_label_and_the_preview(page: Page) -> No
     last = "#aggregates .aggregate:last-child"
     page.set(last + " .kind", "quantile")
     page.set(last + " .q", "0.9")
-    page.set("#label", "spending of flagged visits")
+    page.set("#label", "spending <b>of</b> flagged <img src=x>")
     page.until(lambda: len(page.rows("#preview")) == 3 and page.ready("builder"))
     # The ε slider spans what remains; numbers are written for people.
     assert page.el("#epsilon-range").get_attribute("max") == "6"
@@ -335,7 +335,8 @@ def test_builder_filters_groups_quantile_label_and_the_preview(page: Page) -> No
     page.until(lambda: page.ready("builder") and page.el("#release-button").is_enabled())
 
     page.release()
-    assert page.text("#result-title") == "Result: spending of flagged visits"
+    assert page.text("#result-title") == "Result: spending <b>of</b> flagged <img src=x>"  # text, not markup
+    assert page.els("#result b, #result img, #history b, #history img") == []
     assert "by shop, day where" in page.text("#result-meta") and '"flag" = 1' in page.text("#result-meta")
     table = page.rows("#result-table")
     assert [r[0] for r in table] == ["a", "a", "b", "b", "c", "c"]
@@ -366,11 +367,11 @@ def test_builder_filters_groups_quantile_label_and_the_preview(page: Page) -> No
     page.set("#label", "")
     page.release()  # a second one, unlabelled
     history = page.rows("#history")
-    assert len(history) == 2 and history[1][1] == "spending of flagged visits"
+    assert len(history) == 2 and history[1][1] == "spending <b>of</b> flagged <img src=x>"
     assert "quantile 0.9 of spend by shop, day where" in history[1][2]
     assert history[1][0][:3].isalpha() and ":" in history[1][0]
     page.els("#history tbody tr")[1].find_element(By.TAG_NAME, "button").click()
-    page.until(lambda: page.text("#result-title") == "Result: spending of flagged visits")
+    page.until(lambda: page.text("#result-title") == "Result: spending <b>of</b> flagged <img src=x>")
     assert "remaining ε=5," in page.text("#budget-text")
     assert len(page.els("#spend-chart circle")) == 2
 
