@@ -95,6 +95,20 @@ return (a + 0.05) / (b + 0.05);
 """
 
 
+# Whether every text of a plot of two groups (one with a very long key) lies inside the plot.
+KEYS_FIT = """
+const f = plotEstimate('x', {value: [1, 2], low: [0, 1], high: [2, 3]},
+                       ['a key far longer than any plot could show beside its bar', 'b'], 'mean', '95%');
+document.getElementById('result-plot').append(f);
+const svg = f.querySelector('svg'), box = svg.getBoundingClientRect();
+const inside = [...svg.querySelectorAll('text')].every((t) => {
+  const r = t.getBoundingClientRect(); return r.left >= box.left - 1 && r.right <= box.right + 1; });
+const titled = svg.querySelector('title') !== null;
+f.remove();
+return [inside, titled];
+"""
+
+
 def write_console_service(root: Path) -> Path:
     rng = np.random.default_rng(3)
     n = 4000
@@ -286,6 +300,8 @@ def test_sign_in_layout_and_accessibility_at_1280_and_390(page: Page) -> None:
             for mark, prop in (("svg .bar", "stroke"), ("svg .whisker", "stroke"), ("svg .dot", "stroke")):
                 assert page.js(CONTRAST, mark, prop) >= 3, (mark, scheme)
             page.check_axe(f"workspace {width} px {scheme}")
+            # Long keys are shortened to fit beside the plot (the whole key in their title).
+            assert page.js(KEYS_FIT) == [True, True]
             page.shot(f"workspace-{width}-{scheme}")
             page.js("document.getElementById('result').scrollIntoView()")
             page.shot(f"result-{width}-{scheme}")
@@ -374,6 +390,14 @@ def test_builder_filters_groups_quantile_label_and_the_preview(page: Page) -> No
     page.until(lambda: page.text("#result-title") == "Result: spending <b>of</b> flagged <img src=x>")
     assert "remaining ε=5," in page.text("#budget-text")
     assert len(page.els("#spend-chart circle")) == 2
+    # The reopened release's report opens in a new tab.
+    page.el("#report-button").click()
+    page.until(lambda: len(page.d.window_handles) == 2)
+    console_tab = page.d.current_window_handle
+    page.d.switch_to.window(next(h for h in page.d.window_handles if h != console_tab))
+    page.until(lambda: "Private release" in page.d.title)
+    page.d.close()
+    page.d.switch_to.window(console_tab)
 
 
 def test_sql_shows_its_cost_and_confirms_a_large_spend(page: Page) -> None:
