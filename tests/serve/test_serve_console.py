@@ -285,12 +285,18 @@ def test_sign_in_layout_and_accessibility_at_1280_and_390(page: Page) -> None:
     assert page.js("return document.activeElement.id") == "result-title"
     assert page.js("return document.getElementById('result').getBoundingClientRect().top") < 200  # in view
     assert "Released" in page.text("#status")
+
+    def plot_width() -> float:
+        return float(page.js("return document.querySelector('#result-plot svg')"
+                             ".getBoundingClientRect().width"))
+
+    assert plot_width() > 800  # drawn for the width of the page, not of the card while it was hidden
     for scheme in ("light", "dark"):
         page.scheme(scheme)
         for width, height in (WIDE, PHONE):
             page.size(width, height)
-            page.js("showResult(S.doc); refreshBudget()")
-            page.until(lambda: page.text("#budget-pill").startswith("visits:"))
+            # The plots are redrawn for the width they have.
+            page.until(lambda w=width: 0.6 * w < plot_width() <= w - 30)
             # Laid out at the device's width (a viewport tag), and nothing wider than the screen.
             assert page.js("return window.innerWidth") == width
             assert page.js("return document.documentElement.scrollWidth") <= width
