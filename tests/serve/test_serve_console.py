@@ -534,6 +534,8 @@ def test_a_service_that_goes_away(browser: Any, tmp_path: Path, axe_source: str 
     page.set("#dataset", "small")  # no other dataset's budget is kept
     page.until(lambda: page.text("#budget-pill") == "Budget unknown")
     assert not page.el("#release-button").is_enabled()
+    page.el("#retry").click()  # still gone: it says so again, without a script error
+    page.until(lambda: page.shown("#offline") and page.text("#budget-pill") == "Budget unknown")
     page.check_axe("offline")
     page.shot("offline-1280")
     time.sleep(0.2)
