@@ -32,6 +32,7 @@ from bayesdp.noise import Rng, resolve_rng
 from bayesdp.privacy import Guarantee
 from bayesdp.tables.aggregates import Aggregate
 from bayesdp.tables.bounded import bounded
+from bayesdp.tables.cdf import BRANCHING, CdfQuery, cdf
 from bayesdp.tables.engines.arrays import in_memory
 from bayesdp.tables.engines.base import (
     Bins,
@@ -175,6 +176,12 @@ class Table:
         """Aggregates over the whole table (one group, no partition selection)."""
         return Grouped(self, by=(), keys=None).agg(**aggregates)
 
+    def cdf(self, column: str, *, bounds: Sequence[float] | None = None,
+            bins: int | Sequence[float] = 1024, branching: int = BRANCHING) -> CdfQuery:
+        """Any range count and every quantile of `column` from one release: a hierarchical
+        histogram of `bins` bins over `bounds` (`bayesdp.tables.cdf`)."""
+        return Grouped(self, by=(), keys=None).cdf(column, bounds=bounds, bins=bins, branching=branching)
+
 
 def _not_numeric(engine: Engine, column: str, name: str) -> DataError:
     if column not in engine.schema():
@@ -298,6 +305,11 @@ class Grouped:
                 raise invalid(name, a, "an aggregate name that is not also a group column")
         return Query(self.table, by=self.by, keys=self.keys, aggregates=dict(aggregates),
                      expressions=expressions)
+
+    def cdf(self, column: str, *, bounds: Sequence[float] | None = None,
+            bins: int | Sequence[float] = 1024, branching: int = BRANCHING) -> CdfQuery:
+        """A hierarchical histogram of `column` per group (`Table.cdf`)."""
+        return CdfQuery(self.agg(cdf=cdf(column, bins, bounds, branching=branching)))
 
     def _value(self, name: str, a: Aggregate, column: str) -> str | RowExpression:
         """The aggregate's column, or its row expression (`price * qty`, `"union" = 'yes'`)
