@@ -17,11 +17,18 @@ import pandas as pd
 from bayesdp.errors import InvalidParameter, check_finite, check_open_unit, invalid
 from bayesdp.tables.cdf.aggregate import Cdf
 from bayesdp.tables.cdf.tree import half_widths
+from bayesdp.tables.estimate import Estimate, consistent
 from bayesdp.tables.release import Release
 
 if TYPE_CHECKING:
     from bayesdp.tables.plan import Plan
     from bayesdp.tables.query import Query
+
+
+def counted(est: Estimate) -> Estimate:
+    """A count and its interval clamped at 0, which the exact count never is below (`consistent`):
+    the bins' counts stay unclamped, so that their sums stay unbiased."""
+    return consistent((0.0, np.inf), est)
 
 
 @dataclass(frozen=True)
@@ -92,14 +99,15 @@ class CdfRelease(Release):
     def range(self, a: float | None = None, b: float | None = None) -> Any:
         """(estimate, low, high) of the count of values in [a, b) (None: from the lowest / to the
         highest edge), at level 1 - α: exact, as the consistent counts are a linear function of
-        the noisy nodes (`tree.half_widths`)."""
+        the noisy nodes (`tree.half_widths`); clamped at 0 (`counted`)."""
         i, j = self._edge(a, 0, "a"), self._edge(b, len(self.edges) - 1, "b")
         if a is not None and b is not None and not a <= b:
             raise invalid("b", b, f">= a = {a!r}")
         j = max(i, j)
         value = self._sums[:, j] - self._sums[:, i]
         w = self._half_widths(np.array([i]), np.array([j]), self.alpha)[0] if j > i else 0.0
-        return self._shaped({"estimate": value, "low": value - w, "high": value + w})
+        est = counted(Estimate(value, value - w, value + w))
+        return self._shaped({"estimate": est.value, "low": est.low, "high": est.high})
 
     @cached_property
     def _band(self) -> tuple[np.ndarray, np.ndarray]:
@@ -127,16 +135,16 @@ class CdfRelease(Release):
         return self._shaped({"value": v, "low": lo, "high": hi})
 
     def _quantile(self, q: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The value where the cumulative count of the counts clipped at 0 (monotone) reaches q
-        times their total, linear within its bin; its interval from the band: bins whose upper
-        cumulative bound stays below q x the total's lower bound hold fewer than q of the
-        values, and those whose lower bound reaches q x the total's upper bound, at least q."""
+        """Where the running maximum of the consistent cumulative counts (monotone, and unbiased
+        where they rise) reaches q times their total, linear within its bin; its interval from
+        the band: bins whose upper cumulative bound stays below q x the total's lower bound
+        hold fewer than q of the values, and those whose lower bound reaches q x the total's
+        upper bound, at least q."""
         e = self.edges
-        x = self.estimates[self._cdf[0]].value
-        f = np.concatenate([np.zeros((len(x), 1)), np.cumsum(np.maximum(x, 0.0), axis=1)], axis=1)
-        aim = q * f[:, -1:]
+        f = np.maximum.accumulate(self._sums, axis=1)
+        aim = q * self._sums[:, -1:]
         k = np.clip((f[:, 1:] < aim).sum(axis=1), 0, len(e) - 2)  # the bin holding the aim
-        rows = np.arange(len(x))
+        rows = np.arange(len(f))
         below, inside = f[rows, k], f[rows, k + 1] - f[rows, k]
         share = np.where(inside > 0, (aim[:, 0] - below) / np.where(inside > 0, inside, 1.0), 0.5)
         value = e[k] + np.clip(share, 0.0, 1.0) * (e[k + 1] - e[k])
@@ -157,10 +165,11 @@ class CdfRelease(Release):
         k = np.arange(1, bins + 1)
         cw = np.tile(self._half_widths(np.zeros_like(k), k, self.alpha), groups)
         cum = self._sums[:, 1:].ravel()
+        c = counted(Estimate(cum, cum - cw, cum + cw))
         out = pd.DataFrame({"bin_low": np.tile(e[:-1], groups), "bin_high": np.tile(e[1:], groups),
                             "count": x.value.ravel(), "count_low": x.low.ravel(),
-                            "count_high": x.high.ravel(), "cumulative": cum,
-                            "cumulative_low": cum - cw, "cumulative_high": cum + cw})
+                            "count_high": x.high.ravel(), "cumulative": c.value,
+                            "cumulative_low": c.low, "cumulative_high": c.high})
         keys = self.keys.loc[self.keys.index.repeat(bins)].reset_index(drop=True)
         return pd.concat([keys, out], axis=1)
 
