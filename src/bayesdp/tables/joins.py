@@ -51,6 +51,11 @@ def pairs_of(on: Any, left: list[str], right: list[str]) -> Pairs:
     return out
 
 
+def right_names(left: list[str], right: list[str], pairs: Pairs) -> dict[str, str]:
+    """Each right column's name in the joined table (its join columns: the left ones they equal)."""
+    return {**{b: a for a, b in pairs}, **dict(_projection(left, right, pairs))}
+
+
 def _projection(left: list[str], right: list[str], pairs: Pairs) -> list[tuple[str, str]]:
     """The right table's output columns: (its name, the output name)."""
     joined = {b for _, b in pairs}
@@ -191,5 +196,6 @@ def private_pairs(pairs: Pairs, left_unit: str, right_unit: str, max_rows_per_ke
         raise InvalidParameter(
             f"max_rows_per_key is required to join on {[a for a, _ in pairs]} rather than the "
             f"privacy unit: the most rows of the right table one {unit_name} may have per join "
-            "key (a public fact; rows beyond are dropped at random)")
+            "key (a public fact; rows beyond are dropped at random; in SQL, max_rows_per_key in "
+            "the metadata of the joined table)")
     return ((left_unit, right_unit), *pairs), check_positive_int("max_rows_per_key", max_rows_per_key)
