@@ -37,6 +37,7 @@ PAGES = [
     "docs/how-to/spark.md",
     "docs/how-to/report.md",
     "docs/how-to/ranges.md",
+    "docs/how-to/joins.md",
     "docs/explanations/accounting.md",
     "docs/explanations/floating-point.md",
     "docs/explanations/promises.md",
