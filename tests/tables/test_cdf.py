@@ -199,3 +199,19 @@ def test_the_tree_passes_its_audit_and_one_charged_for_one_level_fails():
     bad = audit(_mechanism(True), 0, 1, epsilon=1.0, samples=100_000, alpha=1e-6,
                 rng=bdp.rng_for_tests(4))
     assert not bad.passed and bad.epsilon_lower > 1.0
+
+
+def test_neighbouring_tables_differ_only_in_the_released_values():
+    # Security pair: one unit (with rows in two groups' end bins and outside the bounds) added:
+    # the same shape, columns, keys and quantile levels; only the numbers differ.
+    base = pd.DataFrame({"u": np.arange(300), "g": np.tile(["a", "b", "c"], 100),
+                         "v": np.arange(300) % 50})
+    extra = pd.DataFrame({"u": [999, 999, 999], "g": ["a", "b", "z"], "v": [-5.0, 70.0, np.nan]})
+    out = []
+    for df in (base, pd.concat([base, extra])):
+        q = bdp.table(df, "u").group_by("g", keys=["a", "b", "c"]).cdf("v", bounds=(0, 50), bins=50)
+        r = q.release(1.0, max_groups_per_unit=2, rng=bdp.rng_for_tests(6))
+        out.append((r.to_pandas(), r.range(10, 20), r.quantiles([0.5])))
+    for x, y in zip(out[0], out[1], strict=True):
+        assert list(x.columns) == list(y.columns) and len(x) == len(y)
+        assert x["g"].tolist() == y["g"].tolist()
