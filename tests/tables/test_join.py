@@ -151,3 +151,17 @@ def test_a_release_on_a_join_passes_its_audit_and_a_false_claim_fails():
     # The heavy user's five joined rows are bounded to two: ε = 0.5 is refuted (1 - 1e-6).
     bad = audit(_mechanism(), 0, 1, epsilon=0.5, samples=100_000, alpha=1e-6, rng=bdp.rng_for_tests(4))
     assert not bad.passed and bad.epsilon_lower > 0.5
+
+
+def test_tables_on_one_connection_join_there_with_differently_named_units():
+    import duckdb
+
+    con = duckdb.connect()
+    other = PROFILES.rename(columns={"user": "uid", "item": "thing"})
+    joined = bdp.table(RATINGS, "user", connection=con).join(
+        bdp.table(other, "uid", unit_name="user", connection=con), {"user": "uid", "item": "thing"},
+        how="left")
+    assert joined.columns == ["user", "item", "stars", "year", "age"]
+    expected = RATINGS.merge(other, left_on=["user", "item"], right_on=["uid", "thing"], how="left")
+    got = _rows(joined)
+    assert len(got) == len(expected) and got["age"].notna().sum() == expected["age"].notna().sum()
