@@ -20,8 +20,8 @@ from functools import cached_property
 
 import numpy as np
 
-# Ranges whose node weights are computed together (chunks of CHUNK x P floats).
-CHUNK = 256
+# Ranges whose Laplace half-widths are minimised together over the grid of λ.
+CHUNK = 4096
 
 
 @dataclass(frozen=True)
@@ -69,10 +69,7 @@ class Tree:
 
     def counts(self, leaves: np.ndarray) -> np.ndarray:
         """The node counts (groups x nodes, level by level, leaves first) of leaf counts (groups x bins)."""
-        return self._sums(self._pad(leaves))
-
-    def _sums(self, full: np.ndarray) -> np.ndarray:
-        """A applied to rows of P leaf values: every node's sum."""
+        full = self._pad(leaves)
         return np.concatenate([full.reshape(len(full), -1, s).sum(axis=2) for s in self.sizes], axis=1)
 
     def _split(self, nodes: np.ndarray) -> list[np.ndarray]:
@@ -96,24 +93,44 @@ class Tree:
         return self._inverse(z)[:, :self.bins]
 
     def weights(self, start: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """For the ranges of leaves [start, stop): ||w||² and max |w| of the node weights w with
-        which the consistent range sum reads the noisy nodes (its variance is ||w||² σ²)."""
+        """For the ranges of leaves [start, stop): ||w||² and a bound on max |w| of the node
+        weights w with which the consistent range sum reads the noisy nodes (its variance is
+        ||w||² σ²). ||w||² = c^T (A^T A)^{-1} c = Σ_k μ_k ||Π_k c||², where ||Π_k c||² adds up
+        overlap²/s_k over the blocks of level k (the module); O(depth) a range."""
         start, stop = np.asarray(start, dtype=np.int64), np.asarray(stop, dtype=np.int64)
-        norm2, top = np.zeros(start.size), np.zeros(start.size)
-        leaf = np.arange(self.padded)
-        for lo in range(0, start.size, CHUNK):
-            a, b = start[lo:lo + CHUNK, None], stop[lo:lo + CHUNK, None]
-            x = self._inverse(((leaf >= a) & (leaf < b)).astype(np.float64))
-            w = self._sums(x)
-            norm2[lo:lo + CHUNK] = np.einsum("ij,ij->i", w, w)
-            top[lo:lo + CHUNK] = np.abs(w).max(axis=1)
-        return norm2, top
+        norm2 = np.zeros(start.size)
+        some = stop > start
+        last = np.maximum(stop - 1, start)
+        for mu, s in zip(self._mu, self.sizes, strict=True):
+            first_block, last_block = start // s, last // s
+            left = np.minimum((first_block + 1) * s, stop) - start
+            right = stop - last_block * s
+            full = np.maximum(last_block - first_block - 1, 0)
+            squares = np.where(first_block == last_block, (stop - start) ** 2,
+                               left**2 + right**2 + full * s * s)
+            norm2 += mu * np.where(some, squares, 0) / s
+        return norm2, np.where(some, self.top, 0.0)
+
+    @cached_property
+    def top(self) -> float:
+        """A bound on |w| at any node for any range: a node of level l with overlap f·s_l and
+        ancestors' overlaps a_k·s_k has w = s_l (f/λ_l + Σ_{k>l} μ_k a_k), μ_k < 0 for k >= 1,
+        and f s_l/s_k <= a_k <= (f s_l + s_k - s_l)/s_k; w is linear in each, so its extremes
+        are at the ends (f in {0, 1}, each a_k at a bound)."""
+        sizes, lam, mu = np.asarray(self.sizes, dtype=np.float64), np.cumsum(self.sizes), self._mu
+        out = 0.0
+        for level, s in enumerate(sizes):
+            up, ratio = mu[level + 1:], s / sizes[level + 1:]
+            ends = (1.0 / lam[level] + np.sum(up * ratio), np.sum(up * (1.0 - ratio)),
+                    1.0 / lam[level] + np.sum(up))
+            out = max(out, s * max(abs(e) for e in ends))
+        return float(out)
 
 
 def half_widths(family: str, scale: float, norm2: np.ndarray, top: np.ndarray,
                 alpha: float) -> np.ndarray:
     """Half-widths u with P(|w^T Z| > u) <= α for Z iid discrete noise of `scale` on the nodes,
-    given ||w||² (`norm2`) and max |w| (`top`) per range.
+    given ||w||² (`norm2`) and a bound on max |w| (`top`) per range.
 
     Discrete Gaussian: σ²-sub-Gaussian (Canonne, Kamath & Steinke 2020), so u = σ||w||√(2 ln(2/α)).
     Discrete Laplace (p = e^{-1/t}): log E e^{λZ} = g(λ) = Σ_m (2p^m/m)(cosh(mλ) - 1), a series in
@@ -132,6 +149,10 @@ def half_widths(family: str, scale: float, norm2: np.ndarray, top: np.ndarray,
     g = (2.0 * np.log(-np.expm1(-1.0 / t)) - np.log(-np.expm1((theta - 1.0) / t))
          - np.log(-np.expm1(-(theta + 1.0) / t)))
     safe = np.where(top > 0, top, 1.0)
-    ratio = norm2 / safe**2
-    u = (ratio[:, None] * g[None, :] + log_terms) * (t * safe)[:, None] / theta[None, :]
-    return np.where(top > 0, u.min(axis=1), 0.0)
+    ratio, scale_of = norm2 / safe**2, t * safe
+    out = np.zeros(norm2.size)
+    for lo in range(0, norm2.size, CHUNK):  # CHUNK x grid floats at a time
+        part = slice(lo, lo + CHUNK)
+        u = (ratio[part, None] * g[None, :] + log_terms) / theta[None, :]
+        out[part] = u.min(axis=1) * scale_of[part]
+    return np.where(top > 0, out, 0.0)
