@@ -20,7 +20,8 @@ from bayesdp.tables.engines.base import ExactAggregates
 from bayesdp.tables.estimate import Estimate, FullGrid, PlannedStep, take
 from bayesdp.tables.histograms import Histogram, histogram
 
-# Qardaji, Yang & Li 2013 (§4, Fig. 3): the branching that minimises the mean variance of range
+# Qardaji, Yang & Li 2013 ("Understanding hierarchical methods for differentially private
+# histograms", VLDB): the branching that minimises the mean variance of range
 # queries after least-squares consistency is about 16 whatever the number of bins.
 BRANCHING = 16
 

@@ -3,7 +3,7 @@ and the exact spread of any range estimated from them (engine and noise independ
 
 The leaves (bins) are padded with empty bins to P = b^H and every level below the root is
 measured: level l has P/b^l nodes of s_l = b^l leaves (the root's count is the sum of its
-children's, so measuring it only adds to the sensitivity; Qardaji, Yang & Li 2013, §4). With A the
+children's, so measuring it would only add to the sensitivity). With A the
 node-by-leaf incidence matrix, A^T A = Σ_l s_l Π_l, Π_l the projection onto vectors constant on
 blocks of s_l leaves. The Π_l are nested, so A^T A = Σ_k λ_k (Π_k - Π_{k+1}) with λ_k = s_0 + ... +
 s_k, and (A^T A)^{-1} = Σ_k μ_k Π_k with μ_k = 1/λ_k - 1/λ_{k-1} (1/λ_{-1} = 0): the ordinary
