@@ -166,3 +166,28 @@ def test_a_mapping_of_arrays_is_a_table() -> None:
     for bad in ({"x": x, "y": x[:5]}, {"x": x.reshape(1, -1)}, {"x": list(x)}):
         with pytest.raises(DataError, match="mapping source"):
             bdp.table(bad, None)
+
+
+@pytest.mark.parametrize("kind", ["pandas", "arrow", "polars"])
+def test_text_keys_held_by_arrow_match_without_python_strings(
+        frame: pd.DataFrame, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Arrow-backed text (pandas' default, Arrow, Polars) is matched by Arrow: no per-row
+    Python string is made, and the groups and counts are DuckDB's."""
+    text = frame[["s", "x"]].astype({"s": "str"})
+    source = {"pandas": text, "arrow": pa.Table.from_pandas(text, preserve_index=False),
+              "polars": pl.from_pandas(text)}[kind]
+    fast, slow = engines(source)
+    req = BoundingRequest(unit=None, keys=("s",), max_groups=1, max_rows=1, seed=7,
+                          public_keys=(("a",), ("c",), (None,), ("zz",)), measures=MEASURES[:1])
+    want = slow.aggregate(req)
+    import bayesdp.tables.engines.arrays as arrays
+
+    def refuse(col: object) -> np.ndarray:
+        if len(col) == len(frame):  # the table's column; the public keys may be
+            raise AssertionError("text keys turned into Python objects")
+        return np.asarray(col)
+
+    monkeypatch.setattr(arrays, "_as_keys", refuse)
+    got = fast.aggregate(req)
+    assert got.groups["s"].tolist() == want.groups["s"].tolist()
+    np.testing.assert_array_equal(got.rows, want.rows)

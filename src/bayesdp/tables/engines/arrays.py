@@ -187,7 +187,7 @@ class ArrayEngine:
         for i, c in enumerate(columns):
             wanted = [k[i] for k in keys]
             levels = list(dict.fromkeys(w for w in wanted if w is not None))
-            pos = _positions(levels, _as_keys(_column(self.source, c)))
+            pos = _positions(levels, _column(self.source, c))
             kpos = _positions(levels, np.array(wanted, dtype=object))
             # Mixed radix over the columns' levels: one code per key tuple, -1 once a part misses.
             width = len(levels)
@@ -205,11 +205,20 @@ class ArrayEngine:
         return index
 
 
-def _positions(levels: list[Any], values: np.ndarray) -> np.ndarray:
-    """The position of each value among the distinct `levels` (-1: none; a null matches none).
-    Integers within a span of 2^20 through a lookup table (a hash per row costs ten times more)."""
+def _positions(levels: list[Any], column: Any) -> np.ndarray:
+    """The position of each value of `column` among the distinct `levels` (-1: none; a null
+    matches none). Integers within a span of 2^20 through a lookup table (a hash per row costs
+    ten times more); text held by Arrow through Arrow's hash lookup (pandas would first turn
+    every string into a Python object)."""
     if not levels:
-        return np.full(len(values), -1, dtype=np.int64)
+        return np.full(len(column), -1, dtype=np.int64)
+    if _arrow_text(column):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        found = pc.index_in(pa.array(column), value_set=pa.array(levels, pa.string()))
+        return np.asarray(found.fill_null(-1).to_numpy(), dtype=np.int64)
+    values = _as_keys(column)
     if values.dtype.kind in "iub" and all(-(1 << 63) <= int(v) < 1 << 63 for v in levels):
         ints = np.asarray(levels, dtype=np.int64)
         lo, hi = int(ints.min()), int(ints.max())
@@ -219,6 +228,22 @@ def _positions(levels: list[Any], values: np.ndarray) -> np.ndarray:
             inside = (values >= lo) & (values <= hi)
             return np.where(inside, table[np.where(inside, values, lo).astype(np.int64) - lo], -1)
     return np.asarray(pd.Index(levels).get_indexer(values), dtype=np.int64)
+
+
+def _arrow_text(column: Any) -> bool:
+    """Whether `column` is text held in Arrow memory: an Arrow column, or a pandas column backed
+    by Arrow (pandas' default text type)."""
+    import pyarrow as pa
+
+    if isinstance(column, pd.Series):
+        dtype = column.dtype
+        if getattr(dtype, "storage", None) == "pyarrow":
+            return True
+        return isinstance(dtype, pd.ArrowDtype) and pa.types.is_string(dtype.pyarrow_dtype)
+    if isinstance(column, pa.ChunkedArray | pa.Array):
+        t = column.type
+        return bool(pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t))
+    return False
 
 
 class _Column:
