@@ -7,6 +7,8 @@ told apart by a two-sample Kolmogorov-Smirnov test (false-failure probability 1e
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import duckdb
 import numpy as np
 import pandas as pd
@@ -18,7 +20,7 @@ from scipy import stats
 import bayesdp as bdp
 from bayesdp.errors import DataError
 from bayesdp.tables.engines.arrays import ArrayEngine
-from bayesdp.tables.engines.base import BoundingRequest, Measure
+from bayesdp.tables.engines.base import FULL_GRID, BoundingRequest, Cells, Measure
 from bayesdp.tables.engines.duckdb import DuckDBEngine
 
 
@@ -86,7 +88,8 @@ def test_exact_aggregates_match_duckdb(frame: pd.DataFrame, kind: str, shape: st
 
 def test_same_seed_same_release_and_columns(frame: pd.DataFrame) -> None:
     aggs = dict(n=bdp.count(), u=bdp.count_units(), s=bdp.sum("x", bounds=(0, 1)),
-                m=bdp.mean("x", bounds=(0, 1)), sd=bdp.std("i", bounds=(0, 10)), sh=bdp.share("b"))
+                m=bdp.mean("x", bounds=(0, 1)), sd=bdp.std("i", bounds=(0, 10)), sh=bdp.share("b"),
+                med=bdp.quantile("x", 0.5, bounds=(0, 1)), p9=bdp.quantile("i", 0.9, bounds=(-5, 20)))
     for keys in (None, [0, 3, 99]):
         out = []
         for source in (frame, duckdb.from_df(frame)):
@@ -113,14 +116,13 @@ def test_releases_agree_in_distribution(frame: pd.DataFrame) -> None:
 
 
 def test_other_shapes_go_to_duckdb(frame: pd.DataFrame) -> None:
-    """Filters, expressions, quantiles, histograms, private keys, a privacy unit, object
+    """Filters, expressions, histograms, private keys, a privacy unit, object
     columns and keys of another type are DuckDB's; their releases are DuckDB's, seed for seed."""
     t = bdp.table(frame, None)
     relation = bdp.table(duckdb.from_df(frame), None)
     cases = [
         lambda t: t.where("x > 0").agg(m=bdp.mean("x", bounds=(0, 1))),
         lambda t: t.agg(m=bdp.mean("x * 2", bounds=(0, 2))),
-        lambda t: t.agg(q=bdp.quantile("x", 0.5, bounds=(0, 1))),
         lambda t: t.agg(h=bdp.histogram("x", [0, 0.5, 1])),
         lambda t: t.group_by("k").agg(n=bdp.count()),
         lambda t: t.group_by("i", keys=[1.0, 2.0]).agg(n=bdp.count()),
@@ -191,3 +193,64 @@ def test_text_keys_held_by_arrow_match_without_python_strings(
     got = fast.aggregate(req)
     assert got.groups["s"].tolist() == want.groups["s"].tolist()
     np.testing.assert_array_equal(got.rows, want.rows)
+
+
+def typed_frame() -> pd.DataFrame:
+    """One column of each type the array engine names without DuckDB."""
+    n = 5
+    ints = {f"{t}": np.arange(n, dtype=t) for t in
+            ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")}
+    return pd.DataFrame(ints | {
+        "f32": np.ones(n, np.float32), "f64": np.linspace(0, 1, n), "b": np.arange(n) > 2,
+        "s": ["a", None, "b", "c", "d"], "ni": pd.array([1, None, 3, 4, 5], dtype="Int64"),
+        "nf": pd.array([1.0, None, 3, 4, 5], dtype="Float64"),
+        "nb": pd.array([True, None, False, True, True], dtype="boolean"),
+        "ai": pd.array([1, 2, 3, 4, 5], dtype="int32[pyarrow]"),
+        "ps": pd.array(list("abcde"), dtype="string[python]"),
+        "ls": pd.array(list("abcde"), dtype=pd.ArrowDtype(pa.large_string()))})
+
+
+@pytest.mark.parametrize("kind", ["pandas", "arrow", "polars", "numpy"])
+def test_row_level_in_memory_opens_duckdb_only_when_needed(
+        kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row-level release the array engine serves opens no DuckDB connection (one costs more
+    than the release); the engine's own names and types are DuckDB's."""
+    frame = typed_frame()
+    source = {"pandas": frame, "arrow": pa.Table.from_pandas(frame, preserve_index=False),
+              "polars": pl.from_pandas(frame),
+              "numpy": {c: frame[c].to_numpy() for c in ("int8", "uint64", "f32", "f64", "b")}}[kind]
+    import bayesdp.tables.query as query
+
+    real = query.connect
+    monkeypatch.setattr(query, "connect", lambda *a: pytest.fail("a DuckDB connection was opened"))
+    t = bdp.table(source, None)
+    r = t.agg(m=bdp.mean("f64", bounds=(0, 1)), n=bdp.count()).release(1.0, rng=bdp.rng_for_tests(0))
+    assert r.diagnostics.rows == 5
+    monkeypatch.setattr(query, "connect", real)
+    assert isinstance(t.engine, ArrayEngine)
+    assert t.engine.schema() == t.engine.duckdb.schema()
+    assert t.engine.is_numeric("f64") and t.engine.is_numeric("b") and t.engine.is_boolean("b")
+    assert kind == "numpy" or not (t.engine.is_numeric("s") or t.engine.is_boolean("ni"))
+
+
+@pytest.mark.parametrize("keys", [None, ((0,), (2,), (5,), (99,))])
+@pytest.mark.parametrize("margin", [3.0, 40.0, 1e4, FULL_GRID])
+def test_quantile_grids_match_duckdb(keys: tuple | None, margin: float) -> None:
+    """Quantile grid windows (cells, counts, window bounds, values below) are DuckDB's, with
+    NaN, infinities, values outside the bounds and values exactly half a cell apart (DuckDB's
+    round goes half away from zero)."""
+    rng = np.random.default_rng(4)
+    x = np.concatenate([rng.normal(0.3, 0.3, 2000), (np.arange(-3, 64) + 0.5) * 2.0**-20,
+                        [np.nan, np.inf, -np.inf, 2.0, -1.0]])
+    frame = pd.DataFrame({"x": x, "k": rng.integers(0, 6, x.size)})
+    fast, slow = engines(frame)
+    spec = Cells("x", 0.0, 1.0, 2**20, 0.5, margin)
+    req = BoundingRequest(unit=None, keys=() if keys is None else ("k",), max_groups=1, max_rows=1,
+                          seed=7, public_keys=keys, measures=(Measure("x", 0.0, 1.0, squares=False),),
+                          cells=(spec, replace(spec, q=0.9, lo=0.25, hi=0.75, cells=1000)))
+    assert fast._serves(req)
+    a, b = fast.aggregate(req), slow.aggregate(req)
+    for c in req.cells:
+        for field in ("n", "start", "stop", "below", "group", "cell", "count"):
+            np.testing.assert_array_equal(getattr(a.cells[c], field), getattr(b.cells[c], field), field)
+    assert a.diagnostics == b.diagnostics
