@@ -180,8 +180,8 @@ class Strips:
     mass: float  # A
     base: np.ndarray
     width: np.ndarray
-    lower: np.ndarray  # below the smallest acceptance probability in each strip
-    upper: np.ndarray  # above the largest
+    lower: np.ndarray  # below the smallest acceptance probability in each strip, in 2^-23
+    upper: np.ndarray  # above the largest, in 2^-23
     scale: np.ndarray  # d_j / A
     tail_start: int  # B
     tail_scale: float  # t
@@ -203,8 +203,11 @@ class Strips:
         inv = 1.0 / (2.0 * sigma * sigma)
         last = (base + width - 1).astype(np.float64)
         scale = width / mass
-        lower = np.exp(-(last * last) * inv) * scale * (1 - _SQUEEZE_SAFETY)
-        upper = np.exp(-(base.astype(np.float64) ** 2) * inv) * scale * (1 + _SQUEEZE_SAFETY)
+        # In units of 2^-23: Y's first 23 bits y accept when y + 1 <= lower, reject when y >= upper.
+        lower = np.floor(np.exp(-(last * last) * inv) * scale * (1 - _SQUEEZE_SAFETY) * 2**23)
+        upper = np.ceil(np.exp(-(base.astype(np.float64) ** 2) * inv) * scale * (1 + _SQUEEZE_SAFETY)
+                        * 2**23)
+        lower, upper = lower.astype(np.uint64), upper.astype(np.uint64)
         return Strips(sigma, mass, base, width, lower, upper, scale, end, tail)
 
     def sample(self, n: int, rng: Rng) -> np.ndarray:
