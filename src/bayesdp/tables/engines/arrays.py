@@ -96,8 +96,9 @@ def _as_keys(col: Any) -> np.ndarray:
 
 class ArrayEngine:
     """Row-level aggregates in numpy over `source` (a pandas frame, an Arrow table or a mapping
-    of names to 1-D numpy arrays); `duckdb` is the DuckDB engine over the same data, which
-    answers the schema and every request this engine does not serve."""
+    of names to 1-D numpy arrays) with DuckDB's names and types of its columns (`schema`);
+    `duckdb`, the DuckDB engine over the same data that `open_duckdb` opens when first needed,
+    answers every request this engine does not serve."""
 
     def __init__(self, source: Any, open_duckdb: Callable[[], Engine], schema: dict[str, str]) -> None:
         self.source = source
