@@ -7,6 +7,7 @@ told apart by a two-sample Kolmogorov-Smirnov test (false-failure probability 1e
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 
 import duckdb
@@ -18,7 +19,7 @@ import pytest
 from scipy import stats
 
 import bayesdp as bdp
-from bayesdp.errors import DataError
+from bayesdp.errors import CuratorWarning, DataError
 from bayesdp.tables.engines.arrays import ArrayEngine
 from bayesdp.tables.engines.base import FULL_GRID, BoundingRequest, Cells, Measure
 from bayesdp.tables.engines.duckdb import DuckDBEngine
@@ -254,3 +255,25 @@ def test_quantile_grids_match_duckdb(keys: tuple | None, margin: float) -> None:
         for field in ("n", "start", "stop", "below", "group", "cell", "count"):
             np.testing.assert_array_equal(getattr(a.cells[c], field), getattr(b.cells[c], field), field)
     assert a.diagnostics == b.diagnostics
+
+
+@pytest.mark.parametrize("added", [0.5, np.nan, np.inf, -3.0, 1e300])
+def test_neighbouring_frames_take_the_same_path(added: float) -> None:
+    """Security pair: a frame and the same plus one row (in bounds, null, infinite, outside the
+    bounds) release a median and a mean by the same path (numpy, DuckDB never opened: opening
+    it would show in the time) with the same columns and groups; only the DP values differ."""
+    rng = np.random.default_rng(9)
+    base = pd.DataFrame({"x": rng.uniform(0, 1, 500), "k": rng.integers(0, 3, 500)})
+    grown = pd.concat([base, pd.DataFrame({"x": [added], "k": [1]})], ignore_index=True)
+    out = []
+    for frame in (base, grown):
+        t = bdp.table(frame, None)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            r = t.group_by("k", keys=[0, 1, 2]).agg(
+                p=bdp.quantile("x", 0.5, bounds=(0, 1)), m=bdp.mean("x", bounds=(0, 1))).release(1.0)
+        assert "duckdb" not in vars(t.engine)  # the cached DuckDB engine was never opened
+        frame_out = r.to_pandas()
+        out.append((list(frame_out.columns), frame_out["k"].tolist(),
+                    sorted({type(w.message).__name__ for w in seen if w.category is not CuratorWarning})))
+    assert out[0] == out[1]
