@@ -80,8 +80,8 @@ def _as_float(col: Any) -> np.ndarray:
 
     if col.type != pa.float64():
         col = pc.cast(col, pa.float64())
-    if isinstance(col, pa.ChunkedArray):  # one copy of the chunks (numpy's concatenate is slower)
-        col = col.combine_chunks()
+    if isinstance(col, pa.ChunkedArray):  # one chunk is read in place; more, copied once
+        col = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
     out: np.ndarray = col.to_numpy(zero_copy_only=False)
     return out
 
