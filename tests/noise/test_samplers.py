@@ -159,3 +159,58 @@ def test_snap_add_equals_snap_then_unsnap() -> None:
 def test_snap_add_refuses_values_beyond_the_grid() -> None:
     with pytest.raises(DataError, match="too large for the noise grid"):
         snap_add(np.array([1.0, 2.0**70]), np.zeros(2, dtype=np.int64), 1.0)
+
+
+def dgauss_bins(sigma: float, edges: np.ndarray) -> np.ndarray:
+    """The exact pmf summed over the bins [edges[i], edges[i+1]) of integers."""
+    x = np.arange(-math.ceil(40 * sigma), math.ceil(40 * sigma) + 1)
+    w = np.exp(-(x.astype(float) ** 2) / (2 * sigma**2))
+    inner = np.searchsorted(edges[1:-1], x, side="right")
+    return np.bincount(inner, weights=w, minlength=edges.size - 1) / w.sum()
+
+
+def binned_ok(draws: np.ndarray, sigma: float, bins: int = 60) -> bool:
+    """Chi-square over `bins` integer bins spanning ±5σ (the ends hold the tails, strips' and beyond)."""
+    edges = np.unique(np.round(np.linspace(-5, 5, bins + 1) * sigma))
+    probs = dgauss_bins(sigma, edges)
+    observed = np.bincount(np.searchsorted(edges[1:-1], draws, side="right"), minlength=probs.size)
+    expected = probs * draws.size
+    statistic = float(((observed - expected) ** 2 / expected).sum())
+    return statistic < stats.chi2.ppf(1 - FALSE_FAILURE, probs.size - 1)
+
+
+def test_strip_sampler_matches_pmf() -> None:
+    """The strip sampler (σ in STRIP_SIGMA; the huge-σ test above runs it too) against the exact
+    pmf by bins of integers, and zero, -1 and 1 one by one in 2M draws (zero must not be counted
+    twice: about 140 expected, a doubled zero is beyond the 5.5-sigma band)."""
+    sigma = samplers.STRIP_SIGMA[0] * 1.37
+    assert samplers.Strips.of(sigma) is not None
+    draws = discrete_gaussian(sigma, 2_000_000, rng_for_tests(22))
+    assert binned_ok(draws[:300_000], sigma)
+    support = np.arange(-1, 2)
+    expected = draws.size * dgauss_pmf(sigma, support)
+    observed = np.array([np.count_nonzero(draws == v) for v in support])
+    assert np.all(np.abs(observed - expected) <= 5.5 * np.sqrt(expected))
+
+
+@pytest.mark.parametrize("knob", ["margin", "pool"])
+def test_strip_sampler_exact_paths(monkeypatch: pytest.MonkeyPatch, knob: str) -> None:
+    """Every acceptance the squeeze does not decide settled by interval arithmetic: from 64 bits
+    of Y (margin), or from 23 bits with no spare words (pool); the tail always by bernoulli_exp."""
+    if knob == "margin":
+        monkeypatch.setattr(samplers, "_STRIP_MARGIN", 2.0)
+    else:
+        monkeypatch.setattr(samplers, "_STRIP_MARGIN", 2.0)
+        monkeypatch.setattr(samplers, "_POOL_SHARE", 2**40)
+        monkeypatch.setattr(samplers, "_POOL_MIN", 0)
+    sigma = samplers.STRIP_SIGMA[0] * 1.01
+    draws = discrete_gaussian(sigma, 20_000, rng_for_tests(23))
+    assert binned_ok(draws, sigma, bins=20)
+
+
+def test_strip_offsets_are_uniform() -> None:
+    """Offsets redrawn outside the kernel (Lemire's method) are uniform on [0, d)."""
+    rng = rng_for_tests(24)
+    draws = np.array([samplers._offset(3, rng) for _ in range(30_000)])
+    statistic, limit = chi_square_ok(draws, np.arange(3), np.full(3, 1 / 3))
+    assert statistic < limit

@@ -103,3 +103,84 @@ def snap_add(values, noise, grid, out):  # type: ignore[no-untyped-def]
         # The sum in int64, rounded to float64 once: a function of the exact integer sum only.
         out[i] = float(np.int64(q) + noise[i]) * grid
     return largest
+
+
+# What the caller must settle of a strip proposal (`strip_proposals`).
+TAIL, NEEDS_OFFSET, AMBIGUOUS_23, AMBIGUOUS_64 = 2, 3, 4, 5
+_MASK32 = np.uint64(2**32 - 1)
+_MASK23 = np.uint64(2**23 - 1)
+_TWO23 = 2.0**-23
+_TWO64 = 2.0**-64
+
+
+@njit(cache=True, nogil=True)
+def strip_proposals(  # type: ignore[no-untyped-def]
+    out, filled, slots, kinds, state, words, pool, base, width, lower, upper, scale, inv_two_s2, margin
+):
+    """Proposals of the strip sampler (`samplers.Strips`), one word each, in order, until `out` is
+    full: accepted values go to out[filled:]; a proposal the caller must settle keeps its place
+    there (its index in `slots`, its kind in `kinds`, its refined uniform in `state`).
+
+    A word holds the strip j (top 8 bits; 255 is the tail, left to the caller), the sign (bit 55),
+    a 32-bit uniform for the offset in the strip (Lemire's multiply-shift; its rare rejections
+    redraw from `pool`) and the first 23 bits of the acceptance uniform Y. Y is accepted below
+    the strip's lower bound, rejected above its upper bound (both in units of 2^-23, so that
+    Y's 23 bits compare as integers), else compared with
+    e^{-x²/2σ²}·scale[j] (error below 1e-13, `margin` 1e-12 above it); an ambiguous Y takes 41
+    more bits from `pool`, and is left to the caller with its 64 bits if still ambiguous.
+    Returns (fill, proposals left to the caller, pool words used)."""
+    used = 0
+    left = 0
+    for i in range(words.size):
+        if filled == out.size:
+            break
+        word = words[i]
+        j = np.int64(word >> np.uint64(56))
+        kind = 0
+        if j == base.size:
+            kind = TAIL
+        else:
+            d = np.uint64(width[j])
+            m = ((word >> np.uint64(23)) & _MASK32) * d
+            if (m & _MASK32) < d:
+                t = (np.uint64(2**32) - d) % d
+                while (m & _MASK32) < t and used < pool.size:
+                    m = (pool[used] >> np.uint64(32)) * d
+                    used += 1
+                if (m & _MASK32) < t:
+                    kind = NEEDS_OFFSET
+        if kind == 0:
+            x = base[j] + np.int64(m >> np.uint64(32))
+            out[filled] = _signed(x, word << np.uint64(8))  # the sign is bit 55
+            # Zero once, not twice (-0 is rejected): P(0) ∝ e^0 like every other value. Folded
+            # into the accepting sums; a branch on it doubles the kernel's time.
+            keep = np.int64(1) - (np.int64(x == 0) & np.int64((word >> np.uint64(55)) & np.uint64(1)))
+            y = word & _MASK23
+            if y < lower[j]:
+                filled += keep
+                continue
+            if y >= upper[j]:
+                continue
+            y_lo = float(y) * _TWO23
+            y_hi = y_lo + _TWO23
+            r = math.exp(-float(x * x) * inv_two_s2) * scale[j]
+            if y_hi <= r - margin or y_lo >= r + margin or keep == 0:
+                filled += np.int64(y_hi <= r - margin) & keep
+                continue
+            kind = AMBIGUOUS_23
+            if used < pool.size:
+                y = (y << np.uint64(41)) | (pool[used] >> np.uint64(23))
+                used += 1
+                y_lo = float(y) * _TWO64
+                y_hi = y_lo + _TWO64
+                if y_hi <= r - margin or y_lo >= r + margin:
+                    filled += np.int64(y_hi <= r - margin)
+                    continue
+                kind = AMBIGUOUS_64
+            state[left] = y
+        slots[left] = filled
+        kinds[left] = kind
+        words[left] = word  # the caller reads the word again; words before i are done with
+        left += 1
+        filled += 1
+    return filled, left, used

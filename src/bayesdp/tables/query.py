@@ -91,16 +91,18 @@ def table(source: Any, privacy_unit: str | None, *, unit_name: str | None = None
         if value is not None and not own:
             raise invalid(option, value, "None with a connection, a DuckDB relation or Spark: set "
                           "it there (DuckDB: SET memory_limit; Spark: spark.executor.memory)")
-    if own:
-        connection = connect(memory_limit, temp_directory)
+    if own and (memory_limit is not None or temp_directory is not None):
+        connection = connect(memory_limit, temp_directory)  # checks the options now
     if spark_source:
         from bayesdp.tables.engines.spark import spark_engine
 
         eng: Engine = spark_engine(source, spark)
     else:
-        eng = engine_for(source, connection)
-        if privacy_unit is None:  # row level: numpy serves what it can of data already in memory
-            eng = in_memory(source, eng)
+        def open_duckdb(con: Any = connection) -> Engine:
+            return engine_for(source, con if con is not None else connect())
+
+        # Row level: numpy serves what it can of data already in memory, DuckDB the rest.
+        eng = in_memory(source, open_duckdb) if privacy_unit is None else open_duckdb()
     if privacy_unit is not None:
         privacy_unit = check_column(privacy_unit, list(eng.schema()), "privacy_unit")
     for label, text in (("unit_name", unit_name), ("name", name)):
