@@ -231,3 +231,25 @@ def test_lanes_reserve_from_deadlines_never_from_when_work_ended() -> None:
         first.join()
         took = time.monotonic() - start
         assert expected <= took < expected + 0.1, (count, took)
+
+
+def test_a_new_shape_asked_for_at_once_is_measured_once(service: Service) -> None:
+    """Requests of a new shape arriving together wait for one measurement (several at once
+    would slow each other and inflate the shape's typical time)."""
+    ds = service.config.datasets["visits"]
+    query, _, options = service.query(ds, {"epsilon": 1.0, "aggregates": {"n": {"kind": "count"}}})
+    calls: list[int] = []
+    cfg = timing.TimingConfig(runs=1, lanes=1)
+    deadlines = timing.Releases(service.deadlines["visits"].synthetic, 0.0, cfg)
+
+    def run(q: Any) -> None:
+        calls.append(1)
+        time.sleep(0.05)
+
+    threads = [threading.Thread(target=deadlines.deadline, args=(query, options, run, "spec"))
+               for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 2  # a warm-up and one timed run

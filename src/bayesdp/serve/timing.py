@@ -188,12 +188,11 @@ class Releases:
         """The deadline of `run(query)` (a release of `kind`: "spec" or "sql"); measures `run` on
         the synthetic rows the first time a release of this shape is asked for."""
         key = (kind, *_shape(query, options))
-        with self._lock:
+        with self._lock:  # one measurement at a time: requests of a new shape wait for it
             typical = self._typical.get(key)
-        if typical is None:
-            typical = _median_time(lambda: _attempt(run, self._stand_in(query)), self.cfg)
-            with self._lock:
-                self._typical.setdefault(key, typical)
+            if typical is None:
+                typical = self._typical[key] = _median_time(
+                    lambda: _attempt(run, self._stand_in(query)), self.cfg)
         extra = release_cost(query) - (0 if self.bare is None else len(query.expressions))
         return deadline_of(typical, self.per_cost * max(extra, 0.0), self.cfg)
 
