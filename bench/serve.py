@@ -8,6 +8,7 @@ branch every row or no row takes).
 
     .venv/bin/python bench/serve.py [--rows 1000000] [--requests 200] [--seconds 15]
                                     [--only preview,release,holdout,load,padding]
+                                    [--timing "margin = 1.5, lanes = 1"]
 
 Starts `bayesdp serve` (uvicorn, one process) on 127.0.0.1 and a free port in a temporary
 directory. The in-process release runs on the same data in the same DuckDB setup (a table in
@@ -67,14 +68,15 @@ SPEC = {"group_by": ["shop"], "keys": ["a", "b", "c", "d"], "epsilon": 0.001,
                        "spend": {"kind": "mean", "column": "spend", "bounds": [0, 100]}}}
 
 
-def write(root: Path, rows: int) -> Path:
+def write(root: Path, rows: int, timing: str) -> Path:
     rng = np.random.default_rng(0)
     events = pd.DataFrame({"user": rng.integers(0, rows // 5, rows), "shop": rng.choice(list("abcd"), rows),
                            "spend": rng.exponential(20.0, rows)})
     events.to_parquet(root / "events.parquet", index=False)
     events.iloc[: rows // 2, 1:].to_parquet(root / "train.parquet", index=False)
     events.iloc[rows // 2 :, 1:].to_parquet(root / "holdout.parquet", index=False)
-    (root / "service.toml").write_text(CONFIG)
+    line = f"timing = {{ {timing} }}\n" if timing else ""
+    (root / "service.toml").write_text(CONFIG.replace('state = "state"\n', 'state = "state"\n' + line))
     return root / "service.toml"
 
 
@@ -184,8 +186,8 @@ COSTLY = ("CASE WHEN spend >= {v} THEN length(replace(replace(replace(replace(CA
 def padding(root: Path, config: Path, padded_url: str, headers: dict[str, str], n: int) -> None:
     """p50 latency with deadlines (the running server) and without (a second one), alternated."""
     unpadded = root / "unpadded.toml"
-    unpadded.write_text(config.read_text().replace('state = "state"', 'state = "state-unpadded"\n'
-                                                   'timing = { pad = false }'))
+    text = "".join(x for x in config.read_text().splitlines(keepends=True) if not x.startswith("timing ="))
+    unpadded.write_text(text.replace('state = "state"', 'state = "state-unpadded"\ntiming = { pad = false }'))
     state = State(load_config(unpadded))
     token = state.add_analyst("bench")
     state.set_budget("bench", "events", Budget(1e6, 1e-6, "basic"))
@@ -245,6 +247,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=15.0, help="length of each load run")
+    parser.add_argument("--timing", default="",
+                        help="the service's [timing] table, e.g. 'margin = 1.5, lanes = 1'")
     parser.add_argument("--only", default="preview,release,holdout,load,padding",
                         help="comma-separated parts to run (default: all)")
     args = parser.parse_args()
@@ -253,7 +257,7 @@ def main() -> None:
     print(f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC; rows: {args.rows:,}; load average "
           f"{os.getloadavg()[0]:.1f} at the start; shared 2-core machine, loopback")
     root = Path(tempfile.mkdtemp(prefix="bayesdp-bench-serve-"))
-    config = write(root, args.rows)
+    config = write(root, args.rows, args.timing)
     state = State(load_config(config))
     token = state.add_analyst("bench")
     state.set_budget("bench", "events", Budget(1e6, 1e-6, "basic"))
