@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -253,3 +254,24 @@ def test_a_new_shape_asked_for_at_once_is_measured_once(service: Service) -> Non
     for t in threads:
         t.join()
     assert len(calls) == 2  # a warm-up and one timed run
+
+
+def test_the_analyst_gets_the_plan_s_warnings_whatever_other_requests_catch_meanwhile(
+        service: Service, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Releases run at once in lanes, and Python's warning capture is the process's: another
+    request that starts catching warnings while this one runs takes this one's. The analyst's
+    warnings are its plan's (public), not what this request's capture happened to record."""
+    timed = Service.timed
+
+    def beside_another(self: Service, *args: Any) -> Any:
+        with warnings.catch_warnings(record=True):  # another request, entered later
+            warnings.simplefilter("always")
+            return timed(self, *args)
+
+    monkeypatch.setattr(Service, "timed", beside_another)
+    state = service.state
+    analyst = state.add_analyst("ann").split("_")[1]
+    ledger = AuditedLedger(state.ledger(analyst, "visits"), state, "req_1")
+    spec = {"epsilon": 1e-5, "delta": 1e-9, "group_by": ["shop"], "aggregates": {"n": {"kind": "count"}}}
+    doc, _ = service.release(service.config.datasets["visits"], {"dataset": "visits", "spec": spec}, ledger)
+    assert any("almost certainly no group will be released" in w for w in doc["warnings"])

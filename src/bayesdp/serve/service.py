@@ -289,11 +289,12 @@ class Service:
                 release = self.timed(ds, query, options, ledger, "spec", lambda q, led: q.release(
                     ledger=led, label=asked.get("label"), **options))
         doc = release_json(replace(release, dataset=ds.name), asked, options)
-        # The analyst sees only the warnings the plan decides (public); any other warning may
-        # depend on the data (a CuratorWarning, numpy's or an engine's): the audit log gets it.
-        public = set(usefulness_warnings(release.plan))
+        # The analyst sees the warnings the plan decides (public), as the plan states them:
+        # releases run at once in lanes, and the warnings caught here are the process's, not
+        # this request's alone. Any other warning may depend on the data (a CuratorWarning,
+        # numpy's or an engine's): the audit log gets it.
+        doc["warnings"] = public = usefulness_warnings(release.plan)
         said = [str(w.message) for w in caught]
-        doc["warnings"] = [m for m in said if m in public]
         return doc, " ".join([*release.curator_notes(), *(m for m in said if m not in public)])
 
     def timed(self, ds: Dataset, query: tables.Query, options: dict[str, Any], ledger: AuditedLedger,
