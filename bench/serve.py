@@ -1,11 +1,14 @@
 """The service over loopback on a 1M-row dataset: preview latency, release overhead against the
 same release in process, and holdout queries per second, alone and under 8 concurrent clients;
 under load, release throughput and /health latency with 16 and 64 clients releasing at once; and
-the latency the deadlines cost (`padding`: the same requests to a second server with
-`timing = { pad = false }`, alternated, and a CASE whose costly branch every row or no row takes).
+the latency the deadlines cost (`padding`: the same requests of each shape to a second server
+with `timing = { pad = false }`, alternated: the ratio of the p50s is the deadline over the
+typical time; with the share of requests cut off at their deadline, and a CASE whose costly
+branch every row or no row takes).
 
     .venv/bin/python bench/serve.py [--rows 1000000] [--requests 200] [--seconds 15]
                                     [--only preview,release,holdout,load,padding]
+                                    [--timing "margin = 1.5, lanes = 1"]
 
 Starts `bayesdp serve` (uvicorn, one process) on 127.0.0.1 and a free port in a temporary
 directory. The in-process release runs on the same data in the same DuckDB setup (a table in
@@ -65,14 +68,15 @@ SPEC = {"group_by": ["shop"], "keys": ["a", "b", "c", "d"], "epsilon": 0.001,
                        "spend": {"kind": "mean", "column": "spend", "bounds": [0, 100]}}}
 
 
-def write(root: Path, rows: int) -> Path:
+def write(root: Path, rows: int, timing: str) -> Path:
     rng = np.random.default_rng(0)
     events = pd.DataFrame({"user": rng.integers(0, rows // 5, rows), "shop": rng.choice(list("abcd"), rows),
                            "spend": rng.exponential(20.0, rows)})
     events.to_parquet(root / "events.parquet", index=False)
     events.iloc[: rows // 2, 1:].to_parquet(root / "train.parquet", index=False)
     events.iloc[rows // 2 :, 1:].to_parquet(root / "holdout.parquet", index=False)
-    (root / "service.toml").write_text(CONFIG)
+    line = f"timing = {{ {timing} }}\n" if timing else ""
+    (root / "service.toml").write_text(CONFIG.replace('state = "state"\n', 'state = "state"\n' + line))
     return root / "service.toml"
 
 
@@ -125,8 +129,7 @@ def under_load(url: str, headers: dict[str, str], body: dict[str, Any], clients:
                seconds: float) -> str:
     """`clients` clients releasing back to back for `seconds`, /health probed every 0.1 s meanwhile:
     releases per second, refusals for a full queue (503), and the /health latency."""
-    stop = time.monotonic() + seconds
-    counts = {201: 0, 503: 0}
+    counts = {201: 0, 503: 0, "deadline": 0}
     health: list[float] = []
     lock = threading.Lock()
 
@@ -134,10 +137,11 @@ def under_load(url: str, headers: dict[str, str], body: dict[str, Any], clients:
         with httpx.Client(base_url=url, headers=headers, timeout=120) as http:
             while time.monotonic() < stop:
                 r = http.post("/v1/releases", json=body)
-                if r.status_code not in counts:
+                status = "deadline" if cut_off(r) else r.status_code
+                if status not in counts:
                     r.raise_for_status()
                 with lock:
-                    counts[r.status_code] += 1
+                    counts[status] += 1
 
     def probe() -> None:
         with httpx.Client(base_url=url, timeout=120) as http:
@@ -145,6 +149,8 @@ def under_load(url: str, headers: dict[str, str], body: dict[str, Any], clients:
                 health.extend(timed(lambda: http.get("/health").raise_for_status(), 1))
                 time.sleep(0.1)
 
+    httpx.post(url + "v1/releases", json=body, headers=headers, timeout=120)  # times a new shape
+    stop = time.monotonic() + seconds
     t = time.perf_counter()
     threads = [threading.Thread(target=client) for _ in range(clients)] + [threading.Thread(target=probe)]
     for th in threads:
@@ -152,14 +158,25 @@ def under_load(url: str, headers: dict[str, str], body: dict[str, Any], clients:
     for th in threads:
         th.join()
     wall = time.perf_counter() - t
-    return (f"{clients} clients: {counts[201] / wall:.1f} releases/s, {counts[503]} answered 503; "
+    return (f"{clients} clients: {counts[201] / wall:.1f} releases/s, {counts[503]} answered 503 (full), "
+            f"{counts['deadline']} cut off at their deadline; "
             f"/health p50 {ms(health, 0.5)}, p99 {ms(health, 0.99)}, max {ms(health, 1.0)}")
+
+
+def cut_off(r: httpx.Response) -> bool:
+    """Whether the service answered that the request passed its deadline (503 `deadline`)."""
+    return r.status_code == 503 and r.json()["error"]["code"] == "deadline"
 
 
 def holdout_body(i: int) -> dict[str, list[str]]:
     """A different expression each time, as an analyst's adaptive queries are (nothing is reused)."""
     return {"queries": [f"spend > {i % 97 + 0.5}"]}
 
+
+PRIVATE = {**{k: v for k, v in SPEC.items() if k != "keys"}, "delta": 1e-9}
+UNGROUPED = {"epsilon": 0.001, "aggregates": {"n": {"kind": "count"},
+                                              "s": {"kind": "sum", "column": "spend", "bounds": [0, 100]}}}
+SQL = "SELECT shop, COUNT(*) AS n, AVG(spend) AS spend FROM events GROUP BY shop"
 
 # Every row takes the costly branch (a string grown 16-fold, the checker's limit) or none does.
 COSTLY = ("CASE WHEN spend >= {v} THEN length(replace(replace(replace(replace(CAST(spend AS VARCHAR), "
@@ -169,8 +186,8 @@ COSTLY = ("CASE WHEN spend >= {v} THEN length(replace(replace(replace(replace(CA
 def padding(root: Path, config: Path, padded_url: str, headers: dict[str, str], n: int) -> None:
     """p50 latency with deadlines (the running server) and without (a second one), alternated."""
     unpadded = root / "unpadded.toml"
-    unpadded.write_text(config.read_text().replace('state = "state"', 'state = "state-unpadded"\n'
-                                                   'timing = { pad = false }'))
+    text = "".join(x for x in config.read_text().splitlines(keepends=True) if not x.startswith("timing ="))
+    unpadded.write_text(text.replace('state = "state"', 'state = "state-unpadded"\ntiming = { pad = false }'))
     state = State(load_config(unpadded))
     token = state.add_analyst("bench")
     state.set_budget("bench", "events", Budget(1e6, 1e-6, "basic"))
@@ -180,23 +197,37 @@ def padding(root: Path, config: Path, padded_url: str, headers: dict[str, str], 
         padded_http = httpx.Client(base_url=padded_url, headers=headers, timeout=120)
         plain_http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120)
         bodies: dict[str, tuple[str, Callable[[int], Any]]] = {
-            "release": ("/v1/releases", lambda i: {"dataset": "events", "spec": SPEC}),
+            "release, public keys": ("/v1/releases", lambda i: {"dataset": "events", "spec": SPEC}),
+            "release, private keys": ("/v1/releases", lambda i: {"dataset": "events", "spec": PRIVATE}),
+            "release, count and sum, no grouping": ("/v1/releases", lambda i: {"dataset": "events",
+                                                                               "spec": UNGROUPED}),
+            "release, a filter": ("/v1/releases", lambda i: {"dataset": "events", "spec": {
+                **SPEC, "where": [f"spend > {i % 97 + 0.5}"]}}),
+            "SQL": ("/v1/releases", lambda i: {"dataset": "events", "epsilon": 0.001, "sql": SQL}),
             "holdout": ("/v1/holdouts/model/queries", holdout_body),
             "CASE, every row costly": ("/v1/releases", lambda i: case_body(0)),
             "CASE, no row costly": ("/v1/releases", lambda i: case_body(1e9)),
         }
         medians: dict[tuple[str, bool], float] = {}
+        cut = padded_total = 0
         for name, (path, body) in bodies.items():
             times: dict[bool, list[float]] = {True: [], False: []}
             for i in range(n + 2):
                 for pad, http in ((True, padded_http), (False, plain_http)):
                     t = time.perf_counter()
-                    http.post(path, json=body(i)).raise_for_status()
+                    r = http.post(path, json=body(i))
+                    took = time.perf_counter() - t
+                    if pad and cut_off(r):
+                        cut += 1
+                    else:
+                        r.raise_for_status()
                     if i >= 2:  # the first of a shape measures it on synthetic rows
-                        times[pad].append(time.perf_counter() - t)
+                        times[pad].append(took)
+                        padded_total += pad
             medians |= {(name, pad): statistics.median(ts) for pad, ts in times.items()}
             print(f"{name}: p50 {ms(times[False], 0.5)} without deadlines, {ms(times[True], 0.5)} with "
                   f"(x{medians[name, True] / medians[name, False]:.2f})")
+        print(f"cut off at their deadline: {cut} of {padded_total} padded requests")
         gap = medians["CASE, every row costly", False] - medians["CASE, no row costly", False]
         headroom = medians["CASE, no row costly", True] - medians["CASE, no row costly", False]
         print(f"CASE branches: every row costly minus none, without deadlines {1000 * gap:.1f} ms; "
@@ -216,6 +247,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=15.0, help="length of each load run")
+    parser.add_argument("--timing", default="",
+                        help="the service's [timing] table, e.g. 'margin = 1.5, lanes = 1'")
     parser.add_argument("--only", default="preview,release,holdout,load,padding",
                         help="comma-separated parts to run (default: all)")
     args = parser.parse_args()
@@ -224,7 +257,7 @@ def main() -> None:
     print(f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC; rows: {args.rows:,}; load average "
           f"{os.getloadavg()[0]:.1f} at the start; shared 2-core machine, loopback")
     root = Path(tempfile.mkdtemp(prefix="bayesdp-bench-serve-"))
-    config = write(root, args.rows)
+    config = write(root, args.rows, args.timing)
     state = State(load_config(config))
     token = state.add_analyst("bench")
     state.set_budget("bench", "events", Budget(1e6, 1e-6, "basic"))

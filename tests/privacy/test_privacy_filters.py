@@ -16,6 +16,7 @@ from bayesdp.privacy.filters import (
     ZcdpFilter,
     filter_for,
     gdp_delta,
+    gdp_epsilon,
 )
 from bayesdp.privacy.ledger import Ledger
 
@@ -79,6 +80,40 @@ def test_advanced_filter_is_whitehouse_et_al_bound():
     assert f.admits([Guarantee(0.05, delta=2.5e-7)] * 2)
     assert not f.admits([Guarantee(0.05, delta=2.5e-7)] * 3)  # Σδ = 7.5e-7 > δ' = 5e-7
     assert f.remaining([Guarantee(0.05)] * 13).epsilon == pytest.approx(math.sqrt(0.0333233534 - 0.0325))
+
+
+def test_advanced_filter_has_the_constants_of_advanced_composition():
+    """Whitehouse, Ramdas, Rogers & Wu 2023 (Thm 3.2) match, adaptively, the bound k fixed ε₀-DP
+    steps get in advance through zCDP: ε₀-DP is ε₀²/2-zCDP (Bun & Steinke 2016, Prop. 3.3), ρ
+    adds up (Lemma 2.3), and ρ-zCDP is (ρ + 2√(ρ ln 1/δ''), δ'')-DP (Prop. 1.3); and at least
+    as tight as Dwork, Rothblum & Vadhan's √(2k ln 1/δ'')ε₀ + kε₀(e^ε₀ − 1) (Dwork & Roth 2014,
+    Thm 3.20)."""
+    f = AdvancedFilter(Guarantee(1.0, delta=1e-6))
+    log_inv = math.log(1 / 5e-7)
+    for k, e0 in ((1, 0.2), (13, 0.05), (100, 0.01), (333, 0.01), (10_000, 0.001)):
+        rho = k * e0 * e0 / 2
+        assert f.bound(k * e0 * e0) == pytest.approx(rho + 2 * math.sqrt(rho * log_inv), rel=1e-12)
+        assert f.bound(k * e0 * e0) <= math.sqrt(2 * k * log_inv) * e0 + k * e0 * math.expm1(e0)
+    # ε₀ = 0.01 under (1, 1e-6): k·1e-4 ≤ 0.0333233 admits 333 steps, where basic admits 100
+    assert f.admits([Guarantee(0.01)] * 333) and not f.admits([Guarantee(0.01)] * 334)
+
+
+def test_gdp_filter_composes_as_dong_roth_su_and_converts_as_the_analytic_gaussian():
+    """Four Gaussian spends with Δ/σ = 1/2 are √(4 · 1/4) = 1-GDP (Dong, Roth & Su 2022, Cor.
+    3.3), adaptively too (Smith & Thakurta 2022, Thm 1); 1-GDP is the Gaussian mechanism with
+    σ = Δ, whose exact δ(ε) is Φ(Δ/2σ − εσ/Δ) − e^ε Φ(−Δ/2σ − εσ/Δ) (Balle & Wang 2018, Thm 8),
+    and μ-GDP is μ²/2-zCDP (its Rényi divergences are the Gaussian pair's, αμ²/2)."""
+    from scipy.stats import norm
+
+    delta = 1e-5
+    f = GdpFilter(Guarantee(gdp_epsilon(1.0, delta), delta=delta))
+    assert f.mu == pytest.approx(1.0, rel=1e-9)
+    four = [gauss(2.0)] * 4
+    total = f.total(four)
+    assert total.bound.startswith("μ=1-GDP") and total.rho == 0.5
+    eps = total.epsilon
+    assert float(norm.cdf(0.5 - eps) - math.exp(eps) * norm.cdf(-0.5 - eps)) == pytest.approx(delta, rel=1e-6)
+    assert f.admits([*[gauss(2.0)] * 3, gauss(2.01)]) and not f.admits([*four, gauss(100.0)])
 
 
 def test_a_ledger_refuses_pld_and_says_why(tmp_path):

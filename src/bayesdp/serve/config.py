@@ -6,7 +6,7 @@
                                      # a minute, then 429
     trusted_proxies = ["127.0.0.1"]  # reverse proxies whose X-Forwarded-For names the client
                                      # (addresses or networks; default none: the peer is the client)
-    timing = { margin = 2.0 }        # answers at a deadline: bayesdp.serve.timing (pad, margin, least, runs)
+    timing = { margin = 1.3 }        # deadlines: bayesdp.serve.timing (margin, slack, lanes, ...)
     [limits]                         # what one request may cost: see bayesdp.serve.limits
     max_bins = 10_000
 

@@ -107,7 +107,9 @@ class Service:
                 check_fit(self.relation("ds", ds.name).df(), **_synthetic_args(ds))
         self._metadata = {ds.name: ds.sql_metadata() for ds in config.datasets.values()}
         self.holdouts = {h.name: HoldoutService(self, h) for h in config.holdouts.values()}
-        # Deadlines: measured on synthetic data of each table's public schema and size (public).
+        # Deadlines: measured on synthetic data of each table's public schema and size (public),
+        # with all lanes busy; padded requests run in these lanes.
+        self.lanes = timing.Lanes(config.timing.lanes)
         self.deadlines = {} if not config.timing.pad else {
             ds.name: timing.calibrate_dataset(self, ds, config.timing) for ds in config.datasets.values()}
 
@@ -277,7 +279,7 @@ class Service:
         which spend on the ledger before any noise; returns its public JSON and, for the
         curator's audit log only, its exact diagnostics."""
         check_request(request)
-        with timing.alone(bool(self.deadlines)), warnings.catch_warnings(record=True) as caught:
+        with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             if "sql" in request:
                 t = self.translation(ds, request)
@@ -292,11 +294,12 @@ class Service:
                 release = self.timed(ds, query, options, ledger, "spec", lambda q, led: q.release(
                     ledger=led, label=asked.get("label"), **options))
         doc = release_json(replace(release, dataset=ds.name), asked, options)
-        # The analyst sees only the warnings the plan decides (public); any other warning may
-        # depend on the data (a CuratorWarning, numpy's or an engine's): the audit log gets it.
-        public = set(usefulness_warnings(release.plan))
+        # The analyst sees the warnings the plan decides (public), as the plan states them:
+        # releases run at once in lanes, and the warnings caught here are the process's, not
+        # this request's alone. Any other warning may depend on the data (a CuratorWarning,
+        # numpy's or an engine's): the audit log gets it.
+        doc["warnings"] = public = usefulness_warnings(release.plan)
         said = [str(w.message) for w in caught]
-        doc["warnings"] = [m for m in said if m in public]
         return doc, " ".join([*release.curator_notes(), *(m for m in said if m not in public)])
 
     def timed(self, ds: Dataset, query: tables.Query, options: dict[str, Any], ledger: AuditedLedger,
@@ -313,7 +316,7 @@ class Service:
             guarded.cut_off(declared, f"{query.describe()} (cut off at its deadline)")
             raise timing.passed(seconds or 0.0)
 
-        return timing.run_with_deadline(lambda: run(query, guarded), seconds, cut)
+        return timing.run_with_deadline(lambda: run(query, guarded), seconds, cut, self.lanes)
 
     # -- synthetic data ------------------------------------------------------------------
 
@@ -421,10 +424,6 @@ class HoldoutService:
         value is the expression as a number, NULL or non-numeric as 0, clipped into [0, 1]: a
         statistical query for any expression, so whether a query fails never depends on the
         holdout's rows."""
-        with timing.alone(self.model is not None):
-            return self._query(expressions, analyst_id)
-
-    def _query(self, expressions: Any, analyst_id: str) -> list[Answer]:
         if isinstance(expressions, str):
             expressions = [expressions]
         if not isinstance(expressions, list) or not expressions or \
@@ -439,7 +438,7 @@ class HoldoutService:
         seconds = None if self.model is None else \
             self.model.deadline(len(checked), timing.query_cost(checked), self.service.config.timing)
         return timing.run_with_deadline(lambda: self._answer(checked, exhausted, analyst_id), seconds,
-                                        lambda: self._cut(len(checked), analyst_id))
+                                        lambda: self._cut(len(checked), analyst_id), self.service.lanes)
 
     def _cut(self, queries: int, analyst_id: str) -> list[Answer]:
         """The answer of a request cut off at its deadline: no values, and each query charged

@@ -1,31 +1,34 @@
 """Time is an output: each request that reads private data is answered at a deadline fixed before
 it runs, from public facts only (the table's row count and the request's cost bound), never
-earlier. Work still running at `CUT_AT` of the deadline is interrupted and answered at the
+earlier. Work still running `RESERVE` seconds before the deadline is interrupted and answered at the
 deadline with a default fixed in advance (`DeadlinePassed`, after spending what the request
 declared), so a slow row cannot make an answer come later (Haeberlen, Pierce and Narayan,
 "Differential Privacy Under Fire", USENIX Security 2011: predictable transactions with a
 timeout and a default).
 
-A release's deadline is `margin * (typical + per_cost * c) + slack`, at least `least` seconds
-(`Releases`): `typical` is the time of a release of the same shape on synthetic rows of the
-dataset's public schema and row count, `per_cost` the time per unit of cost fitted at start-up
-on the same rows with the costliest string work the checker admits (`calibrate_dataset`), and
-c the request's public cost bound, `bayesdp.expressions.RowExpression.cost` summed over its
-expressions (`query_cost`). A holdout query's is `margin * Model(...) + slack`, fitted on the public
-training table (`calibrate_holdout`).
+A deadline is `margin * typical + per_cost * extra + slack`, at least `least` seconds
+(`deadline_of`). For a release (`Releases`), `typical` is the time of a release of the same shape
+(aggregate kinds and parameters, grouping, public or private keys, spec or SQL) with every
+expression a bare column and no filter, measured on synthetic rows of the dataset's public
+schema and row count the first time the shape is asked for; `per_cost` is the time per unit of
+cost fitted at start-up on the same rows with the costliest string work the checker admits
+(`calibrate_dataset`); `extra` is the request's public cost bound beyond bare columns
+(`bayesdp.expressions.RowExpression.cost` summed over its filters and expressions,
+`release_cost`), priced at that worst case so that a CASE branch the synthetic rows do not take
+still fits. A holdout query's `Model` is fitted the same way on the public training table
+(`calibrate_holdout`). Every timing is taken with all `lanes` busy, as requests run.
 
-Hooks for the service: `run_with_deadline(work, seconds, on_cut)` runs `work` in its own
-thread, alone (one timed request at a time, `SLOT`), and returns at the deadline; engine
-connections opened by that work pass through `watch(connection)`, so that the cut-off can
-interrupt them; `check()` inside the work refuses to go on once the request is cut off (call
-it, under the lock the cut-off takes, before a step that changes state). Hold `alone(...)`
-around a request's preparation too (`SLOT` is re-entrant), so that other requests' parsing
-does not slow the timed work.
+Hooks for the service: `run_with_deadline(work, seconds, on_cut, lanes)` reserves a lane for
+`seconds` (`Lanes`: the reservation, and so the answer's time, is fixed at admission from the
+deadlines of the requests before it, never from how long their work took), runs `work` in its
+own thread from the reservation's start, and returns at its end; engine connections opened by
+that work pass through `watch(connection)`, so that the cut-off can interrupt them; `check()`
+inside the work refuses to go on once the request is cut off (call it, under the lock the
+cut-off takes, before a step that changes state).
 """
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import statistics
 import threading
@@ -48,17 +51,18 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class TimingConfig:
     """`pad`: answer at the deadline (off only for tests that do not measure time); `margin`:
-    deadline over the calibrated typical time (the work is cut off at `CUT_AT` of it); `slack`:
-    seconds added to every deadline, for the machine's scheduling delays, which do not grow with
-    the work (without it a short release on a busy machine passed a 0.12 s deadline one time in
-    three); `least`: the shortest deadline in seconds; `runs`: timed runs per calibration point
-    at start-up."""
+    deadline over the calibrated typical time (the work is cut off `RESERVE` seconds before the
+    deadline); `slack`: seconds added to every deadline, for the machine's scheduling delays,
+    which do not grow with the work; `least`: the shortest deadline in seconds; `runs`: timed
+    runs per calibration point at start-up; `lanes`: padded requests that run at once (each
+    timing is calibrated with that many running)."""
 
     pad: bool = True
-    margin: float = 2.0  # the work may take 1.5 times its typical time (CUT_AT * margin)
-    slack: float = 0.2
+    margin: float = 1.3
+    slack: float = 0.1
     least: float = 0.05
     runs: int = 5
+    lanes: int = 2
 
 
 def parse_timing(doc: Any, key: str = "timing") -> TimingConfig:
@@ -67,7 +71,7 @@ def parse_timing(doc: Any, key: str = "timing") -> TimingConfig:
         return TimingConfig()
     if not isinstance(doc, dict):
         raise InvalidParameter(f"{key} must be a table such as {{ margin = 1.5 }}, not {doc!r}")
-    allowed = ["pad", "margin", "slack", "least", "runs"]
+    allowed = ["pad", "margin", "slack", "least", "runs", "lanes"]
     unknown = sorted(set(doc) - set(allowed))
     if unknown:
         raise InvalidParameter(f"unknown key(s) {unknown} in {key}; allowed: {allowed}")
@@ -78,8 +82,10 @@ def parse_timing(doc: Any, key: str = "timing") -> TimingConfig:
         v = getattr(cfg, name)
         if not isinstance(v, int | float) or isinstance(v, bool) or not lo <= v < 1e6:
             raise InvalidParameter(f"{key}.{name} must be a number in [{lo:g}, 1e6), not {v!r}")
-    if not isinstance(cfg.runs, int) or isinstance(cfg.runs, bool) or not 1 <= cfg.runs <= 100:
-        raise InvalidParameter(f"{key}.runs must be an integer in [1, 100], not {cfg.runs!r}")
+    for name, hi in (("runs", 100), ("lanes", 64)):
+        v = getattr(cfg, name)
+        if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= hi:
+            raise InvalidParameter(f"{key}.{name} must be an integer in [1, {hi}], not {v!r}")
     return cfg
 
 
@@ -102,28 +108,34 @@ def release_cost(query: Any) -> float:
     return query_cost([*query.table.filters, *query.expressions.values()])
 
 
+def deadline_of(typical: float, extra: float, cfg: TimingConfig) -> float:
+    """`margin` times the typical seconds of the request with bare columns, plus `extra` seconds
+    of expression work priced at its worst case, plus `slack`; at least `least`."""
+    return max(cfg.least, cfg.margin * typical + extra + cfg.slack)
+
+
 @dataclass(frozen=True)
 class Model:
-    """Seconds a request with `parts` aggregates (or holdout queries) and expressions of cost
-    `cost` per row takes on one table: `fixed + per_part * (parts - 1) + per_cost * cost`,
-    fitted on synthetic data of the table's public schema and size."""
+    """Seconds a request with `parts` holdout queries of total cost `cost` per row takes on one
+    table: `fixed + per_part * (parts - 1) + per_cost * cost`, fitted on public data of the
+    table's size; bare columns (cost 1 each) are its typical time, the rest is `extra`."""
 
     fixed: float
     per_part: float
     per_cost: float
 
     def deadline(self, parts: int, cost: float, cfg: TimingConfig) -> float:
-        typical = self.fixed + self.per_part * max(parts - 1, 0) + self.per_cost * cost
-        return max(cfg.least, cfg.margin * typical + cfg.slack)
+        typical = self.fixed + self.per_part * max(parts - 1, 0) + self.per_cost * parts
+        return deadline_of(typical, self.per_cost * max(cost - parts, 0.0), cfg)
 
 
 Point = tuple[int, float, Callable[[], Any]]  # parts, cost, a request of that shape
 
 
-def calibrate(points: Sequence[Point], runs: int) -> Model:
-    """Fit `Model` to the median wall times of `runs` runs of two or three requests: one part of
-    cost c1, one part of cost c2 > c1, and optionally several parts (of cost c3)."""
-    times = [_median_time(run, runs) for _, _, run in points]
+def calibrate(points: Sequence[Point], cfg: TimingConfig) -> Model:
+    """Fit `Model` to the median wall times of two or three requests (`_median_time`): one part
+    of cost c1, one part of cost c2 > c1, and optionally several parts (of cost c3)."""
+    times = [_median_time(run, cfg) for _, _, run in points]
     (_, c1, _), (_, c2, _) = points[:2]
     per_cost = max(0.0, (times[1] - times[0]) / (c2 - c1))
     fixed = max(times[0] - per_cost * c1, 0.0)
@@ -133,26 +145,42 @@ def calibrate(points: Sequence[Point], runs: int) -> Model:
     return Model(fixed, max(0.0, (times[2] - fixed - per_cost * c3) / (k - 1)), per_cost)
 
 
-def _median_time(run: Callable[[], Any], runs: int) -> float:
-    """Median wall time of `runs` runs, after one untimed run that warms the engine's caches."""
-    run()
-    times = []
-    for _ in range(runs):
+def _median_time(run: Callable[[], Any], cfg: TimingConfig) -> float:
+    """Median wall time of `run()` over `runs` rounds of `lanes` runs at once (each lane as busy
+    as when requests fill them all), after one untimed run that warms the engine's caches.
+    `run` opens its own engine cursor: the runs of a round share no connection."""
+    times: list[float] = []
+    lock = threading.Lock()
+
+    def timed() -> None:
         start = time.perf_counter()
         run()
-        times.append(time.perf_counter() - start)
+        took = time.perf_counter() - start
+        with lock:
+            times.append(took)
+
+    with warnings.catch_warnings():  # about made-up rows (the filter is the process's: set once)
+        warnings.simplefilter("ignore")
+        run()
+        for _ in range(cfg.runs):
+            lanes = [threading.Thread(target=timed, name="bayesdp-calibration") for _ in range(cfg.lanes)]
+            for t in lanes:
+                t.start()
+            for t in lanes:
+                t.join()
     return statistics.median(times)
 
 
 class Releases:
     """Deadlines of releases on one dataset: `margin` times the typical time of a release of the
-    same shape (aggregate kinds and parameters, grouping, options) measured on synthetic rows of
-    the dataset's public schema and size the first time that shape is asked for, plus
-    `per_cost` seconds per unit of the request's cost bound, so that a CASE branch the
-    synthetic rows do not take still fits."""
+    same shape, measured on synthetic rows of the dataset's public schema and size the first
+    time that shape is asked for, with no filter (all rows pass, as many as the data may let
+    through) and every expression the bare column `bare`; plus `per_cost` seconds per unit of
+    the request's cost bound beyond bare columns (`deadline_of`)."""
 
-    def __init__(self, synthetic: Callable[[], Any], per_cost: float, cfg: TimingConfig) -> None:
-        self.synthetic, self.per_cost, self.cfg = synthetic, per_cost, cfg
+    def __init__(self, synthetic: Callable[[], Any], per_cost: float, cfg: TimingConfig,
+                 bare: RowExpression | None = None) -> None:
+        self.synthetic, self.per_cost, self.cfg, self.bare = synthetic, per_cost, cfg, bare
         self._typical: dict[Any, float] = {}
         self._lock = threading.Lock()
 
@@ -160,16 +188,19 @@ class Releases:
         """The deadline of `run(query)` (a release of `kind`: "spec" or "sql"); measures `run` on
         the synthetic rows the first time a release of this shape is asked for."""
         key = (kind, *_shape(query, options))
-        with self._lock:
+        with self._lock:  # one measurement at a time: requests of a new shape wait for it
             typical = self._typical.get(key)
-        if typical is None:
-            stand_in = replace(query, table=replace(query.table, engine=self.synthetic()))
-            with SLOT, warnings.catch_warnings():  # alone, as it will run; its warnings are
-                warnings.simplefilter("ignore")        # about made-up rows
-                typical = _median_time(lambda: _attempt(run, stand_in), self.cfg.runs)
-            with self._lock:
-                self._typical.setdefault(key, typical)
-        return Model(typical, 0.0, self.per_cost).deadline(1, release_cost(query), self.cfg)
+            if typical is None:
+                typical = self._typical[key] = _median_time(
+                    lambda: _attempt(run, self._stand_in(query)), self.cfg)
+        extra = release_cost(query) - (0 if self.bare is None else len(query.expressions))
+        return deadline_of(typical, self.per_cost * max(extra, 0.0), self.cfg)
+
+    def _stand_in(self, query: Any) -> Any:
+        """`query`'s shape on the synthetic rows (a new cursor each time, for runs at once)."""
+        bare = query.expressions if self.bare is None else dict.fromkeys(query.expressions, self.bare)
+        table = replace(query.table, engine=self.synthetic(), filters=())
+        return replace(query, table=table, expressions=bare)
 
 
 def _attempt(run: Callable[[Any], Any], query: Any) -> None:
@@ -190,7 +221,7 @@ def _shape(query: Any, options: dict[str, Any]) -> tuple[Any, ...]:
     kinds = tuple(sorted((type(a).__name__, repr(numbers(a))) for a in query.aggregates.values()))
     keys = None if query.keys is None else len(query.keys)
     rest = tuple(sorted((k, repr(v)) for k, v in options.items() if k not in ("epsilon", "delta", "alpha")))
-    return kinds, query.by, keys, len(query.table.filters), rest
+    return kinds, query.by, keys, rest
 
 
 class _Request:
@@ -217,18 +248,29 @@ class _Request:
 _current = threading.local()
 
 PENDING = 16  # connections a thread keeps for its next timed request (previews open some too)
-CUT_AT = 0.75  # work still running at this share of the deadline is cut off: the default answer
-               # (its spend is written) is then ready by the deadline too
-
-# Timed work runs one request at a time, each holding the slot until its deadline: a request run
-# beside another would be slowed by the other's data, and one that started when the last
-# finished its work (not at its deadline) would show how long that work took.
-SLOT = threading.RLock()
+RESERVE = 0.05  # seconds before the deadline at which work still running is cut off, so that the
+                # default answer (its spend written) is ready by the deadline; at most a quarter
 
 
-def alone(padded: bool) -> contextlib.AbstractContextManager[Any]:
-    """Hold `SLOT` while a padded request is prepared and run (nothing when padding is off)."""
-    return SLOT if padded else contextlib.nullcontext()
+class Lanes:
+    """`count` lanes for padded requests. A request reserves, at admission, the lane free
+    soonest, from when it is free (its last reservation's end, or now) for its deadline's
+    seconds; it runs from the start of its reservation and is answered at its end. Reservations
+    are made from deadlines only (public), never from when work ended: one request's private
+    running time moves no other request's answer. Each runs beside at most `count - 1` others,
+    as the calibration had them (`TimingConfig.lanes`)."""
+
+    def __init__(self, count: int) -> None:
+        self._free = [0.0] * count
+        self._lock = threading.Lock()
+
+    def reserve(self, seconds: float) -> float:
+        """The start (`time.monotonic()`) of a reservation of `seconds` on the lane free soonest."""
+        with self._lock:
+            lane = min(range(len(self._free)), key=self._free.__getitem__)
+            start = max(time.monotonic(), self._free[lane])
+            self._free[lane] = start + seconds
+            return start
 
 
 def watch(connection: T) -> T:
@@ -252,18 +294,22 @@ def check() -> None:
         raise Interrupted("the request passed its deadline")
 
 
-def run_with_deadline(work: Callable[[], T], seconds: float | None, on_cut: Callable[[], T]) -> T:
-    """`work()`'s result or exception, given out `seconds` after the call and not before; if
-    `work` is still running then, its connections are interrupted and `on_cut()` answers
-    instead. `seconds=None` runs `work` as it is (no padding)."""
+def run_with_deadline(work: Callable[[], T], seconds: float | None, on_cut: Callable[[], T],
+                      lanes: Lanes | None = None) -> T:
+    """`work()`'s result or exception, given out `seconds` after its start and not before; if
+    `work` is still running `RESERVE` seconds before then, its connections are interrupted and
+    `on_cut()` answers instead. It starts at once, or at its reservation on `lanes`.
+    `seconds=None` runs `work` as it is (no padding)."""
     if seconds is None:
         return work()
-    with SLOT:
-        return _padded(work, seconds, on_cut)
+    start = time.monotonic() if lanes is None else lanes.reserve(seconds)
+    wait = start - time.monotonic()
+    if wait > 0:
+        time.sleep(wait)
+    return _padded(work, start, seconds, on_cut)
 
 
-def _padded(work: Callable[[], T], seconds: float, on_cut: Callable[[], T]) -> T:
-    start = time.monotonic()
+def _padded(work: Callable[[], T], start: float, seconds: float, on_cut: Callable[[], T]) -> T:
     request = _Request()
     pending = getattr(_current, "pending", ())
     request.connections.extend(pending)  # the relations a query was built on run there
@@ -285,7 +331,8 @@ def _padded(work: Callable[[], T], seconds: float, on_cut: Callable[[], T]) -> T
 
     threading.Thread(target=worker, name="bayesdp-deadline", daemon=True).start()
     answer = box
-    if not done.wait(seconds * CUT_AT):
+    cut_at = start + seconds - min(RESERVE, seconds / 4)
+    if not done.wait(max(cut_at - time.monotonic(), 0.0)):
         request.cut_off()
         answer = {}  # the work may still finish: its result is not the answer
         try:
@@ -379,7 +426,7 @@ def synthetic_frame(ds: Any, rows: int) -> pd.DataFrame:
 def calibrate_dataset(service: Any, ds: Any, cfg: TimingConfig) -> Releases:
     """`Releases` of `ds`, on synthetic rows of its public schema as many as its own, loaded as
     the service's dataset `NAME#calibration`; its cost per unit from a count with and without a
-    costly filter."""
+    costly filter; the bare column of its shapes a bounded (numeric) column, if it has one."""
     cal = replace(ds, name=f"{ds.name}#calibration")
     frame = synthetic_frame(ds, service.rows("ds", ds.name))
     service.db.register("calibration_rows", frame)
@@ -392,13 +439,16 @@ def calibrate_dataset(service: Any, ds: Any, cfg: TimingConfig) -> Releases:
 
     def point(spec: dict[str, Any]) -> Point:
         query, _, options = service.query(cal, spec)
-        return len(query.aggregates), release_cost(query), lambda: query.release(**options)
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        costly = {**count, "where": [costly_expression(*longest_text(ds))]}
-        model = calibrate([point(count), point(costly)], cfg.runs)
-    return Releases(lambda: service.query(cal, count)[0].table.engine, model.per_cost, cfg)
+        def run() -> Any:  # a query on its own cursor for each run
+            return service.query(cal, spec)[0].release(**options)
+        return len(query.aggregates), release_cost(query), run
+
+    costly = {**count, "where": [costly_expression(*longest_text(ds))]}
+    model = calibrate([point(count), point(costly)], cfg)
+    bounded = [c.name for c in ds.columns.values() if c.bounds]
+    bare = row_expression(_quoted(bounded[0]), list(ds.columns)) if bounded else None
+    return Releases(lambda: service.query(cal, count)[0].table.engine, model.per_cost, cfg, bare)
 
 
 def calibrate_holdout(connection: Any, train: str, holdout_rows: int, columns: list[str],
@@ -412,12 +462,13 @@ def calibrate_holdout(connection: Any, train: str, holdout_rows: int, columns: l
                        f"LIMIT {holdout_rows}")
     texts = [f"CAST({_quoted(c)} AS VARCHAR)" for c in columns]
     longest = connection.execute("SELECT " + ", ".join(f"arg_max({t}, length({t}))" for t in texts) +
-                                 f" FROM {train}").fetchone()
+                                 f" FROM {train}").fetchall()[0]
     value, column = max(zip([v or "" for v in longest], columns, strict=True), key=lambda x: len(x[0]))
     cheap = row_expression(_quoted(columns[0]), columns)
     costly = row_expression(costly_expression(column, value), columns)
 
     def point(queries: list[RowExpression]) -> Point:
-        return len(queries), query_cost(queries), lambda: table_means(connection, [train, stand_in], queries)
+        return len(queries), query_cost(queries), \
+            lambda: table_means(connection.cursor(), [train, stand_in], queries)
 
-    return calibrate([point([cheap]), point([costly]), point([cheap] * 4)], cfg.runs)
+    return calibrate([point([cheap]), point([costly]), point([cheap] * 4)], cfg)

@@ -371,14 +371,18 @@ def fit_guarantee(data: object, epsilon: float, delta: float = 1e-9, columns: li
 
 def check_fit(data: object, columns: list[str] | None = None, bounds: dict[str, object] | None = None,
               domain: dict[str, object] | None = None, bins: int | dict[str, int] = DEFAULT_BINS) -> None:
-    """Raise now the DataError `synthesize` would raise on these data after its spend whatever
-    its noise (no rows, a missing or non-numeric value in a numeric column, no row inside the
-    declared domains): a service checks its data once at start-up, so that whether a request
-    fails cannot depend on them. Only private level discovery can still fail later, on its
-    noisy counts (a differentially private outcome)."""
+    """Raise, for the data holder, if these data leave `synthesize` nothing to fit (no rows, or
+    every row dropped for a value outside the declared domains or missing): `synthesize` itself
+    then fits zero rows, a defined outcome, so that whether it fails never depends on the data;
+    a service checks its data once at start-up. Only private level discovery can still fail,
+    on its noisy counts (a differentially private outcome)."""
     frame = _nonempty(_selected(data, columns))
     specs, discover = _specs(frame, dict(bounds or {}), dict(domain or {}), bins)
-    encode(frame, [s for s in specs if s.name not in discover], strict=False)
+    if not len(encode(frame, [s for s in specs if s.name not in discover], strict=False)[0]):
+        raise DataError(
+            "every row has a value outside the declared domains (or a missing value in a numeric "
+            "column): check the levels (and their types) given in domain",
+            private_detail=f"all {len(frame)} rows")
 
 
 def synthesize(
@@ -405,7 +409,10 @@ def synthesize(
     is for tests only: it makes the noise predictable. `epsilon` in [1e-12, 1e5] (spent in
     zCDP, which stays finite there), `delta` in [1e-300, 1), `bins` at most MAX_BINS per column.
     With `ledger`, the guarantee is spent once the schema (column names and types) is known and
-    before any value is read.
+    before any value is read. After it nothing fails on the data's values (`strict=True` aside):
+    rows with a missing or non-numeric value in a numeric column are dropped and counted too,
+    and a table with no row left (or none at all) is fitted as zero rows; only private level
+    discovery can still refuse, on its noisy counts.
     """
     check_in_range("epsilon", epsilon, EPSILON_RANGE)
     if not check_delta("delta", delta) >= 1e-300:
@@ -421,7 +428,7 @@ def synthesize(
     bounds, domain = dict(bounds or {}), dict(domain or {})
     delta_extra, rho, guarantee = _budget(frame, epsilon, delta, bounds, domain, relation)
     charge(ledger, guarantee, f"synthesize ({method})")
-    specs, discover = _specs(_nonempty(frame), bounds, domain, bins)
+    specs, discover = _specs(frame, bounds, domain, bins)
     g = resolve_rng(rng)
     s2 = 2.0 if relation == "replace_one" else 1.0  # squared L2 sensitivity of one histogram
     s1 = 2.0 if relation == "replace_one" else 1.0  # L1 sensitivity of one histogram
