@@ -8,6 +8,7 @@ Query carries them to the builder, whose code quotes identifiers and literals fo
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
@@ -107,8 +108,11 @@ def parse(text: str) -> tuple[exp.Select, str, list[Token]]:
     dialect = _DUCKDB
     try:
         tokens = dialect.tokenize(text)
-        if len(tokens) > 2 and tokens[0].token_type == TokenType.SELECT and \
-                tokens[1].token_type == TokenType.WITH and tokens[2].text.upper() == "DIFFERENTIAL_PRIVACY":
+        # The clause may follow a common table expression: read BigQuery's grammar wherever it is,
+        # so that the CTE, not the clause's WITH, is what gets refused.
+        if any(a.token_type == TokenType.SELECT and b.token_type == TokenType.WITH
+               and c.text.upper() == "DIFFERENTIAL_PRIVACY"
+               for a, b, c in zip(tokens, tokens[1:], tokens[2:], strict=False)):
             dialect = _BIGQUERY
             tokens = dialect.tokenize(text)
         statements = dialect.parser().parse(tokens, text)
@@ -393,7 +397,7 @@ class _Translator:
         try:
             checked = row_expression(cast(exp.Expression, bare), self.columns, role=role)
         except BayesdpError as exc:
-            raise self.error(_public(exc), node) from None
+            raise self.error(self._as_written(_public(exc)), node) from None
         if self.unit in checked.columns:
             culprit = next(c for c in node.find_all(exp.Column) if self._column(c) == self.unit)
             raise self.error(f"{role} uses the privacy unit {self.unit!r}: the only function "
@@ -468,6 +472,38 @@ class _Translator:
     def call(self, node: exp.Expr) -> str:
         return call_sql(node, self.dialect)
 
+    def written(self, node: exp.Expr) -> str:
+        """The query's own text of `node` (messages quote it: sqlglot renames functions, as
+        STRING_AGG to GROUP_CONCAT), or its SQL when it has no position. An aggregate with named
+        arguments is quoted whole."""
+        if isinstance(node.parent, NamedArguments):
+            node = node.parent
+        start, end = span(node, self.tokens)
+        if start is None or end is None:
+            return self.call(node)
+        for token in self.tokens:  # the parentheses the span leaves open close after it
+            if token.start >= end and token.token_type == TokenType.R_PAREN \
+                    and self.text.count("(", start, end) > self.text.count(")", start, end):
+                end = token.end + 1
+        return self.text[start:end]
+
+    def _written_name(self, node: exp.Expr) -> str:
+        """The function name as the query spells it."""
+        start, _ = span(node, self.tokens)
+        token = next((t for t in self.tokens if t.start == start), None)
+        return token.text if token is not None else node.sql_name() if isinstance(node, exp.Func) \
+            else node.key.upper()
+
+    def _as_written(self, message: str) -> str:
+        """The checker's message with each function it names (`function rand at line L, column
+        C`) spelled as the query wrote it there (random)."""
+        def own(match: re.Match[str]) -> str:
+            line, col = int(match[2]), int(match[3])
+            token = next((t for t in self.tokens if t.line == line and t.col == col), None)
+            return f"function {token.text if token is not None else match[1]}{match[0][len(match[1]) + 9:]}"
+
+        return re.sub(r"function (\S+) at line (\d+), column (\d+)", own, message)
+
     # -- aggregates -----------------------------------------------------------------------------
 
     def _collect(self, node: exp.Expr, name: str | None = None) -> None:
@@ -511,7 +547,7 @@ class _Translator:
         if isinstance(agg, exp.WithinGroup):
             return self._within_group(agg, named), False
         if not isinstance(agg, _SUPPORTED):
-            name = agg.sql_name() if isinstance(agg, exp.Func) else agg.key.upper()
+            name = self._written_name(agg)
             raise self.error(f"{name} is not a supported private aggregate (supported: COUNT, SUM, "
                              "AVG, STDDEV, VARIANCE, MEDIAN, PERCENTILE_CONT, QUANTILE_CONT)", agg)
         for inner in agg.iter_expressions():
@@ -579,25 +615,31 @@ class _Translator:
         # COUNT(x) counts the rows where x is not null: the sum of a 0/1 indicator.
         present = exp.Case(ifs=[exp.If(this=exp.Not(this=exp.Is(this=arg.copy(), expression=exp.Null())),
                                        true=exp.Literal.number(1))], default=exp.Literal.number(0))
-        return tables.sum(self._row_expression(present, f"the argument of {self.call(agg)}").text, (0, 1))
+        return tables.sum(self._row_expression(present, f"the argument of {self.written(agg)}").text, (0, 1))
 
     def _argument(self, agg: exp.Expr, arg: exp.Expr | None, named: dict[str, exp.Expr]
                   ) -> tuple[str, tuple[float, float]]:
         if isinstance(arg, exp.Distinct):
             raise self.error("DISTINCT inside an aggregate is not supported (only COUNT(DISTINCT unit))", arg)
         if arg is None:
-            raise self.error(f"{self.call(agg)} needs a column or a row expression", agg)
+            raise self.error(f"{self.written(agg)} needs a column or a row expression", agg)
+        if isinstance(arg, exp.Literal) and arg.is_string:
+            quoted = f"`{arg.this}`" if self.dialect == "bigquery" else f'"{arg.this}"'
+            where = "in BigQuery's SQL quotes, single or double, make" if self.dialect == "bigquery" \
+                else "single quotes make"
+            raise self.error(f"{self.written(arg)} is a string, not a column ({where} text): to name "
+                             f"a column, quote it as {quoted}", arg)
         if not isinstance(arg, exp.Column):
             return self._expression_argument(agg, arg, named)
         name = self._column(arg)
         if name == self.unit:
-            raise self.error(f"{self.call(agg)} is a function of the privacy unit: the only one "
+            raise self.error(f"{self.written(agg)} is a function of the privacy unit: the only one "
                              "allowed is counting it, COUNT(DISTINCT unit)", arg)
         if named:
             return name, self._bounds(next(iter(named.values())))
         meta = self.column_meta.get(name)
         if meta is None or meta.bounds is None:
-            raise self.error(f"{self.call(agg)} has no bounds: give contribution_bounds_per_group "
+            raise self.error(f"{self.written(agg)} has no bounds: give contribution_bounds_per_group "
                              f"=> (low, high) or [tables.NAME.columns.{name}] bounds = [low, high] "
                              "in the metadata (public limits, not read from the data)", agg)
         return name, meta.bounds
@@ -607,7 +649,7 @@ class _Translator:
         """A row expression as an aggregate's value (checked by `bayesdp.expressions`; the builder
         checks its text again), with bounds from the query: the named contribution bounds, else
         [0, 1] for a condition, else the range of a CASE whose results are all number literals."""
-        checked = self._row_expression(arg, f"the argument of {self.call(agg)}")
+        checked = self._row_expression(arg, f"the argument of {self.written(agg)}")
         if named:
             return checked.text, self._bounds(next(iter(named.values())))
         if isinstance(arg, exp.Predicate | exp.Connector | exp.Not | exp.Between | exp.In | exp.Is):
@@ -618,7 +660,7 @@ class _Translator:
                        if r is not None and not isinstance(r, exp.Null)]
             lo, hi = min([*numbers, 0]), max([*numbers, 0])
             return checked.text, (lo, hi if hi > lo else lo + 1)
-        raise self.error(f"{self.call(agg)} aggregates an expression, which has no bounds: give "
+        raise self.error(f"{self.written(agg)} aggregates an expression, which has no bounds: give "
                          "contribution_bounds_per_group => (low, high), or write it as a condition or "
                          "a CASE whose results are numbers", arg)
 
