@@ -70,6 +70,7 @@ from pathlib import Path
 from typing import Any
 
 from bayesdp.noise import Rng
+from bayesdp.sql.bigquery import learn_bounds
 from bayesdp.sql.postprocess import finish, rehearse
 from bayesdp.sql.refusals import SqlError
 from bayesdp.sql.translate import Translation, translate
@@ -97,7 +98,10 @@ def release_translation(t: Translation, *, ledger: Ledger | None = None, rng: Rn
     builder's release (which spends on `ledger` first), then the post-processing."""
     rehearse(t)
     label = "sql: " + " ".join(t.text.split())
-    release = t.query.release(ledger=ledger, rng=rng, label=label[:500], **t.options)
+    query, options = t.query, t.options
+    if t.learn is not None:
+        query, options = learn_bounds(query, t.learn, options, ledger=ledger, rng=rng, label=label)
+    release = query.release(ledger=ledger, rng=rng, label=label[:500], **options)
     return finish(t, release)
 
 
