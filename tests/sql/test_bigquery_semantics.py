@@ -22,6 +22,10 @@ CLAUSE = ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 600, delta = 1e-6
 
 @pytest.fixture(scope="module")
 def panel() -> pd.DataFrame:
+    return make_panel()
+
+
+def make_panel() -> pd.DataFrame:
     """400 units, each with 1 to 12 rows in each of 1 to 3 groups; x with some nulls."""
     rng = np.random.default_rng(5)
     rows = []
@@ -63,6 +67,11 @@ def test_count_sum_avg_are_of_per_unit_values_clamped(panel):
                       "AVG(x, contribution_bounds_per_group => (0, 15)) AS a, COUNT(DISTINCT uid) AS u "
                       "FROM panel GROUP BY g")
     release = bdp.sql(query, {"panel": panel}, rng=bdp.rng_for_tests(1)).to_pandas()
+    check(release, bigquery(panel), ["n", "c", "s", "a", "u"])
+    # With a per-row aggregate each unit keeps up to 5 rows per group; its per-unit values, one.
+    with_rows = query.replace(" FROM", ", PERCENTILE_CONT(x, 0.5, contribution_bounds_per_row => (0, 100)) "
+                                       "AS p FROM")
+    release = bdp.sql(with_rows, {"panel": panel}, rng=bdp.rng_for_tests(1)).to_pandas()
     check(release, bigquery(panel), ["n", "c", "s", "a", "u"])
 
 
