@@ -139,3 +139,27 @@ def test_a_text_value_is_refused_from_the_schema_before_anything_runs(panel, cal
     with pytest.raises(SqlError, match="does not give numbers") as info:
         bdp.sql(query, {"panel": panel})
     assert query[info.value.start:].startswith(call.split("(")[0])
+
+
+@pytest.mark.slow
+def test_intervals_cover_bigquerys_value_beside_a_per_row_aggregate(panel):
+    """100 releases at ε = 1 (per-unit values on one row of up to 5 per unit and group): each
+    interval (95%) misses BigQuery's value at most 20 times (at 95% coverage that many misses
+    or more has probability 1.1e-7 per aggregate), and every estimate lies in its interval."""
+    per = panel.groupby("uid").agg(n=("x", "size"), s=("x", lambda v: v.sum(min_count=1)), a=("x", "mean"))
+    exact = {"n": per["n"].clip(0, 10).sum(), "s": per["s"].clip(0, 40).sum(),
+             "a": per["a"].clip(0, 15).mean()}
+    query = CLAUSE.replace("epsilon = 600", "epsilon = 1").replace("alpha = 1e-8, ", "").replace(
+        "max_groups_contributed = 3", "max_groups_contributed = 1") + (
+        "COUNT(*, contribution_bounds_per_group => (0, 10)) AS n, "
+        "SUM(x, contribution_bounds_per_group => (0, 40)) AS s, "
+        "AVG(x, contribution_bounds_per_group => (0, 15)) AS a, "
+        "PERCENTILE_CONT(x, 0.5, contribution_bounds_per_row => (0, 100)) AS p FROM panel")
+    misses = dict.fromkeys(exact, 0)
+    gen = bdp.rng_for_tests(6)
+    for _ in range(100):
+        got = bdp.sql(query, {"panel": panel}, rng=gen).to_pandas().iloc[0]
+        for name, want in exact.items():
+            assert got[f"{name}_low"] <= got[name] <= got[f"{name}_high"]
+            misses[name] += not got[f"{name}_low"] <= want <= got[f"{name}_high"]
+    assert max(misses.values()) <= 20, misses
