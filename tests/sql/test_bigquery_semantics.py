@@ -7,6 +7,9 @@ computation of BigQuery's definition: the exact value must lie in the interval (
 needs one of at most 16 intervals to miss: probability <= 1.6e-7), and the interval must be narrow,
 so that row-level bounding (one row per unit and group) would fail."""
 
+import re
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -163,3 +166,33 @@ def test_intervals_cover_bigquerys_value_beside_a_per_row_aggregate(panel):
             assert got[f"{name}_low"] <= got[name] <= got[f"{name}_high"]
             misses[name] += not got[f"{name}_low"] <= want <= got[f"{name}_high"]
     assert max(misses.values()) <= 20, misses
+
+
+def _outcome(query: str, frame: pd.DataFrame) -> tuple:
+    """What an analyst sees besides the DP values: status, warnings (numbers removed), columns."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            columns = tuple(bdp.sql(query, {"panel": frame}).to_pandas().columns)
+            status = "ok"
+        except Exception as exc:  # the kind and message are the outcome
+            columns, status = (), f"{type(exc).__name__}: {getattr(exc, 'public_message', exc)}"
+    said = sorted({re.sub(r"-?\d+(\.\d+)?(e[-+]?\d+)?", "#", str(w.message)) for w in caught
+                   if not issubclass(w.category, bdp.errors.CuratorWarning)})
+    return status, said, columns
+
+
+@pytest.mark.parametrize("row", [
+    {"uid": 10_000, "g": "a", "x": 1e300}, {"uid": 10_000, "g": "a", "x": -np.inf},
+    {"uid": 10_000, "g": "z", "x": np.nan}, {"uid": 3, "g": "a", "x": np.inf},
+    {"uid": 3, "g": "b", "x": None}, {"uid": None, "g": "a", "x": 1.0},
+])
+def test_a_neighbouring_table_changes_only_the_dp_values(panel, row):
+    """Pairs: the panel, and the panel with one extreme row added (a new unit, or an existing one)."""
+    query = CLAUSE.replace("epsilon = 600", "epsilon = 1") + (
+        "g, COUNT(*) AS n, SUM(x) AS s, AVG(x, contribution_bounds_per_group => (0, 15)) AS a, "
+        "PERCENTILE_CONT(x, 0.5) AS p, COUNT(DISTINCT uid) AS u FROM panel GROUP BY g")
+    base = panel.astype({"uid": "Int64"})
+    neighbour = pd.concat([base, pd.DataFrame([row]).astype({"uid": "Int64", "x": float})],
+                          ignore_index=True)
+    assert _outcome(query, base) == _outcome(query, neighbour)
