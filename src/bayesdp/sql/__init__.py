@@ -74,10 +74,12 @@ Spark, and the row-local checker (`bayesdp.expressions`) takes sqlglot nodes dir
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from bayesdp.noise import Rng
+from bayesdp.privacy import compose
 from bayesdp.sql.bigquery import learn_bounds
 from bayesdp.sql.postprocess import finish, rehearse
 from bayesdp.sql.refusals import SqlError
@@ -107,10 +109,13 @@ def release_translation(t: Translation, *, ledger: Ledger | None = None, rng: Rn
     rehearse(t)
     label = "sql: " + " ".join(t.text.split())
     query, options = t.query, t.options
-    if t.learn is not None:
-        query, options = learn_bounds(query, t.learn, options, ledger=ledger, rng=rng, label=label)
+    if t.learn is None:
+        return finish(t, query.release(ledger=ledger, rng=rng, label=label[:500], **options))
+    query, options, bounds = learn_bounds(query, t.learn, options, ledger=ledger, rng=rng, label=label)
     release = query.release(ledger=ledger, rng=rng, label=label[:500], **options)
-    return finish(t, release)
+    # The guarantee of the answer is that of both releases on the same data (basic composition).
+    total = compose([bounds, release.plan.guarantee], "basic")
+    return finish(t, replace(release, plan=replace(release.plan, guarantee=total)))
 
 
 __all__ = ["SqlError", "Translation", "release_translation", "sql", "translate"]

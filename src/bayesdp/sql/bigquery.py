@@ -34,6 +34,7 @@ from bayesdp import tables
 from bayesdp.errors import DataError
 from bayesdp.expressions import RowExpression, row_expression
 from bayesdp.noise import Rng, resolve_rng
+from bayesdp.privacy import Guarantee
 from bayesdp.tables.aggregates import Aggregate, Clipped
 from bayesdp.tables.per_unit import ROWS, UnitMean, UnitSum, per_unit
 from bayesdp.tables.query import Ledger
@@ -168,9 +169,10 @@ def _aggregate(agg: UnitAggregate, column: str, bounds: tuple[float, float], wei
 
 
 def learn_bounds(query: tables.Query, learn: Learn, options: dict[str, Any], *, ledger: Ledger | None,
-                 rng: Rng | None, label: str) -> tuple[tables.Query, dict[str, Any]]:
-    """The query with its learnt bounds and the options of its release (ε less the bounds'),
-    after the bounds' own release: its plan and the aggregates' are checked before it spends."""
+                 rng: Rng | None, label: str) -> tuple[tables.Query, dict[str, Any], Guarantee]:
+    """The query with its learnt bounds, the options of its release (ε less the bounds') and
+    the bounds' guarantee, after the bounds' own release: its plan and the aggregates' are
+    checked before it spends."""
     epsilon = float(options["epsilon"])
     eps_bounds = learn.epsilon(epsilon)
     rest = {**options, "epsilon": epsilon - eps_bounds}
@@ -191,9 +193,9 @@ def learn_bounds(query: tables.Query, learn: Learn, options: dict[str, Any], *, 
                   for name, agg in query.aggregates.items()}
     said = ", ".join(f"{n} in [{lo:g}, {hi:g}]" for n, (lo, hi) in learnt.items())
     warnings.warn(f"bounds learnt privately (approximate bounds, ε={eps_bounds:.4g} of the query's "
-                  f"ε={epsilon:g}): {said}; the release's guarantee covers the rest of ε, the ledger "
-                  "records both", UserWarning, stacklevel=3)
-    return replace(query, aggregates=aggregates), rest
+                  f"ε={epsilon:g}): {said}; the ledger records both releases, the guarantee is "
+                  "their composition", UserWarning, stacklevel=3)
+    return replace(query, aggregates=aggregates), rest, found.guarantee
 
 
 def approximate_bounds(counts: np.ndarray, scale: float, false_bin: float = FALSE_BIN) -> tuple[float, float]:
