@@ -198,3 +198,17 @@ def test_a_neighbouring_table_changes_only_the_dp_values(panel, row):
     neighbour = pd.concat([base, pd.DataFrame([row]).astype({"uid": "Int64", "x": float})],
                           ignore_index=True)
     assert _outcome(query, base) == _outcome(query, neighbour)
+
+
+@pytest.mark.parametrize(("options", "call", "words", "at"), [
+    ("", "SUM(x, contribution_bounds_per_group => (5, 1))", "lo < hi", "SUM"),
+    ("", "PERCENTILE_CONT(x, 2)", "open interval", "PERCENTILE_CONT"),
+    (", max_rows_per_group = 0", "PERCENTILE_CONT(x, 0.5)", "positive integer", "SELECT"),
+])
+def test_bad_arguments_are_refused_before_anything_is_spent(panel, tmp_path, options, call, words, at):
+    ledger = bdp.Ledger(tmp_path / "b.db", budget=bdp.Guarantee(1000.0, delta=1e-5, unit="uid"))
+    query = CLAUSE.replace("uid)", f"uid{options})") + f"{call} AS v FROM panel"
+    with pytest.raises(SqlError, match=words) as info:
+        bdp.sql(query, {"panel": panel}, ledger=ledger)
+    assert query[info.value.start:].startswith(at)
+    assert ledger.spent().epsilon == 0

@@ -31,11 +31,11 @@ from typing import Any, Literal, cast
 import numpy as np
 
 from bayesdp import tables
-from bayesdp.errors import DataError
+from bayesdp.errors import DataError, check_open_unit, check_positive_int
 from bayesdp.expressions import RowExpression, row_expression
 from bayesdp.noise import Rng, resolve_rng
 from bayesdp.privacy import Guarantee
-from bayesdp.tables.aggregates import Aggregate, Clipped
+from bayesdp.tables.aggregates import Aggregate, Clipped, check_bounds
 from bayesdp.tables.per_unit import ROWS, UnitMean, UnitSum, per_unit
 from bayesdp.tables.query import Ledger
 
@@ -76,11 +76,11 @@ class Refused(DataError):
 
 class Make:
     """The aggregates the translator builds in the clause's dialect (the builder's constructors'
-    names, so that the translator calls one or the other alike)."""
+    names, so that the translator calls one or the other alike); given bounds are checked here."""
 
     @staticmethod
     def count(value: str | None = None, bounds: tuple[float, float] | None = None) -> UnitAggregate:
-        return UnitAggregate("count", value, bounds)
+        return UnitAggregate("count", value, _checked(bounds))
 
     @staticmethod
     def count_units() -> UnitAggregate:
@@ -88,19 +88,23 @@ class Make:
 
     @staticmethod
     def sum(value: str, bounds: tuple[float, float] | None) -> UnitAggregate:
-        return UnitAggregate("sum", value, bounds)
+        return UnitAggregate("sum", value, _checked(bounds))
 
     @staticmethod
     def mean(value: str, bounds: tuple[float, float] | None) -> UnitAggregate:
-        return UnitAggregate("avg", value, bounds)
+        return UnitAggregate("avg", value, _checked(bounds))
 
     @staticmethod
     def std(value: str, bounds: tuple[float, float] | None) -> UnitAggregate:
-        return UnitAggregate("std", value, bounds)
+        return UnitAggregate("std", value, _checked(bounds))
 
     @staticmethod
     def quantile(value: str, q: float, bounds: tuple[float, float] | None) -> UnitAggregate:
-        return UnitAggregate("percentile", value, bounds, q)
+        return UnitAggregate("percentile", value, _checked(bounds), check_open_unit("q", q))
+
+
+def _checked(bounds: tuple[float, float] | None) -> tuple[float, float] | None:
+    return None if bounds is None else check_bounds(bounds)
 
 
 @dataclass(frozen=True)
@@ -122,10 +126,11 @@ def unit_query(table: tables.Table, by: tuple[str, ...], keys: Sequence[tuple[An
     """The builder's Query over the per-unit table (`tables.per_unit`), what its learnt bounds
     need, and the rows per unit and group its release keeps (1, or `max_rows` (default 5) when a
     per-row aggregate is asked for). Learnt bounds hold a placeholder (0, 1) here."""
-    rows_cap = (max_rows or ROWS) if any(a.per_row for a in aggregates.values()) else 1
+    rows = check_positive_int("max_rows_per_group", ROWS if max_rows is None else max_rows)
+    rows_cap = rows if any(a.per_row for a in aggregates.values()) else 1
     columns = table.columns
     values: dict[str, tuple[Any, RowExpression | None]] = {}
-    rows: dict[str, RowExpression] = {}
+    per_row: dict[str, RowExpression] = {}
     built: dict[str, Aggregate] = {}
     learnt: dict[str, str] = {}
     for i, (name, agg) in enumerate(aggregates.items()):
@@ -139,7 +144,7 @@ def unit_query(table: tables.Table, by: tuple[str, ...], keys: Sequence[tuple[An
             raise Refused(name, f"the argument of {name} does not give numbers: CAST it to a number "
                           "or compare it (a true/false expression counts as 1 or 0)")
         if agg.per_row:
-            rows[column] = checked  # type: ignore[assignment]
+            per_row[column] = checked  # type: ignore[assignment]
         else:
             values[column] = ("rows" if checked is None else _REDUCTION[agg.kind], checked)
         bounds = agg.bounds if agg.bounds is not None else (0.0, 1.0)
@@ -147,7 +152,7 @@ def unit_query(table: tables.Table, by: tuple[str, ...], keys: Sequence[tuple[An
         if agg.bounds is None:
             learnt[name] = column
         built[name] = _aggregate(agg, column, bounds, weight)
-    reduced = per_unit(table, by, values, rows, max_rows=rows_cap)
+    reduced = per_unit(table, by, values, per_row, max_rows=rows_cap)
     grouped = reduced.group_by(by, keys=keys) if by else None
     query = grouped.agg(**built) if grouped is not None else reduced.agg(**built)
     if not learnt:

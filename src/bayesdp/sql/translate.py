@@ -266,7 +266,8 @@ class _Translator:
         except bigquery.Refused as exc:
             raise self.error(_public(exc), next(c for c, n in self.names.items() if n == exc.name)) from None
         except BayesdpError as exc:
-            raise self.error(_public(exc), self._culprit(grouped or table)) from None
+            culprit = tree if self.per_unit else self._culprit(grouped or table)
+            raise self.error(_public(exc), culprit) from None
         order = tree.args.get("order")
         return Translation(
             self.text, query=query, options=options, learn=learn,
