@@ -85,6 +85,7 @@ from bayesdp.sql.postprocess import finish, rehearse
 from bayesdp.sql.refusals import SqlError
 from bayesdp.sql.translate import Translation, translate
 from bayesdp.tables import Release
+from bayesdp.tables.per_unit import materialized
 from bayesdp.tables.query import Ledger
 
 
@@ -109,6 +110,8 @@ def release_translation(t: Translation, *, ledger: Ledger | None = None, rng: Rn
     rehearse(t)
     label = "sql: " + " ".join(t.text.split())
     query, options = t.query, t.options
+    if t.per_unit:  # each unit's values, aggregated once for every pass of the release(s)
+        query = replace(query, table=materialized(query.table))
     if t.learn is None:
         return finish(t, query.release(ledger=ledger, rng=rng, label=label[:500], **options))
     query, options, bounds = learn_bounds(query, t.learn, options, ledger=ledger, rng=rng, label=label)

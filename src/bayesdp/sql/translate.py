@@ -91,6 +91,7 @@ class Translation:
     dialect: str
     tokens: tuple[Token, ...]
     learn: bigquery.Learn | None = None  # bounds the BigQuery clause learns before its release
+    per_unit: bool = False  # the BigQuery clause: `query` reads each unit's values per group
 
     def call(self, node: exp.Expr) -> str:
         return call_sql(node, self.dialect)
@@ -270,7 +271,7 @@ class _Translator:
             raise self.error(_public(exc), culprit) from None
         order = tree.args.get("order")
         return Translation(
-            self.text, query=query, options=options, learn=learn,
+            self.text, query=query, options=options, learn=learn, per_unit=self.per_unit,
             outputs=tuple(outputs), aggregates=dict(self.names), squared=frozenset(self.squared),
             having=tree.args["having"].this if tree.args.get("having") else None,
             order=tuple(order.expressions) if order else (),

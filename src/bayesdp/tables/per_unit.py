@@ -18,14 +18,17 @@ unit and group (the per-unit columns here): one unit moves them as one row does,
 
 from __future__ import annotations
 
+import uuid
+import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from contextlib import suppress
+from dataclasses import dataclass, replace
 from typing import ClassVar, Literal
 
-from bayesdp.errors import InvalidParameter
+from bayesdp.errors import BayesdpError, InvalidParameter
 from bayesdp.expressions import RowExpression
 from bayesdp.noise import Rng, resolve_rng
-from bayesdp.tables.engines.duckdb import DuckDBEngine, ident
+from bayesdp.tables.engines.duckdb import SOURCE, DuckDBEngine, ident
 from bayesdp.tables.means import Mean
 from bayesdp.tables.query import Table
 from bayesdp.tables.sums import Sum
@@ -72,20 +75,39 @@ def per_unit(table: Table, by: Sequence[str], values: Mapping[str, tuple[Reducti
     seed = int(gen.integers(0, 2**63))
     engine = table.engine
     if isinstance(engine, DuckDBEngine):
-        return Table(DuckDBEngine(engine.sql(_sql(_Duck, table, by, values, rows, max_rows, seed))),
+        return Table(DuckDBEngine(engine.sql(_sql(_Duck, table, by, values, rows, max_rows, seed, SOURCE))),
                      privacy_unit=unit, unit_name=table.unit_name, name=table.name)
     from bayesdp.tables.engines.spark import SparkEngine
 
     if not isinstance(engine, SparkEngine):
         raise InvalidParameter("per_unit runs on DuckDB or Spark tables")
     frame = engine.frame
-    frame.createOrReplaceTempView(view := f"bdp_per_unit_{seed:x}")
-    query = _sql(_Spark, table, by, values, rows, max_rows, seed).replace(_SOURCE, view)
-    return Table(SparkEngine(frame.sparkSession.sql(query)), privacy_unit=unit,
-                 unit_name=table.unit_name, name=table.name)
+    view = "bdp_per_unit_" + uuid.uuid4().hex  # not the seed: the catalog lists view names
+    frame.createOrReplaceTempView(view)
+    try:  # the result is analysed now: it no longer needs the view's name
+        reduced = frame.sparkSession.sql(_sql(_Spark, table, by, values, rows, max_rows, seed, view))
+    finally:
+        frame.sparkSession.catalog.dropTempView(view)
+    return Table(SparkEngine(reduced), privacy_unit=unit, unit_name=table.unit_name, name=table.name)
 
 
-_SOURCE = "bdp_source"  # DuckDBEngine.sql's name for its relation
+def materialized(table: Table) -> Table:
+    """`table` (a per-unit table) with its rows written once to a DuckDB temporary table, dropped
+    when the result goes, so that the releases on it (learnt bounds, then the aggregates, a
+    quantile's grid) read them instead of aggregating the source again; Spark tables as they are."""
+    engine = table.engine
+    if not isinstance(engine, DuckDBEngine):
+        return table
+    name = "bdp_per_unit_" + uuid.uuid4().hex
+    engine.sql(f"CREATE TEMP TABLE {name} AS SELECT * FROM {SOURCE}")
+    written = DuckDBEngine(engine.sql(f"SELECT * FROM {name}"))
+    weakref.finalize(written, _drop, engine, name).atexit = False
+    return replace(table, engine=written)
+
+
+def _drop(engine: DuckDBEngine, name: str) -> None:
+    with suppress(BayesdpError):  # the connection may be closed by then, taking the table with it
+        engine.sql(f"DROP TABLE IF EXISTS {name}")
 
 
 class _Duck:
@@ -93,8 +115,8 @@ class _Duck:
     dialect: ClassVar[Literal["duckdb"]] = "duckdb"
 
     @staticmethod
-    def row_hash(seed: int) -> str:
-        return f"hash(xor(hash(s), {seed}::UBIGINT))"
+    def row_hash(values: str, seed: int) -> str:
+        return f"hash(xor(hash({values}), {seed}::UBIGINT))"
 
 
 class _Spark:
@@ -105,13 +127,13 @@ class _Spark:
         return "`" + name.replace("`", "``") + "`"
 
     @staticmethod
-    def row_hash(seed: int) -> str:
-        return f"xxhash64(xxhash64(s.*) ^ CAST({seed} AS BIGINT))"
+    def row_hash(values: str, seed: int) -> str:
+        return f"xxhash64(xxhash64({values}) ^ CAST({seed} AS BIGINT))"
 
 
 def _sql(sql: type[_Duck] | type[_Spark], table: Table, by: Sequence[str],
          values: Mapping[str, tuple[Reduction, RowExpression | None]], rows: Mapping[str, RowExpression],
-         max_rows: int, seed: int) -> str:
+         max_rows: int, seed: int, source_name: str) -> str:
     q = sql.quote
     unit = q(table.privacy_unit or "")
     pair = ", ".join([unit, *(q(c) for c in by)])
@@ -126,19 +148,22 @@ def _sql(sql: type[_Duck] | type[_Spark], table: Table, by: Sequence[str],
         return {"rows": "count(*)", "count": f"count({raw})", "sum": f"sum({number(e)})",
                 "avg": f"avg({number(e)})"}[how]
 
-    source = f"(SELECT * FROM {_SOURCE} s WHERE {where}) s"
+    source = f"(SELECT * FROM {source_name} s WHERE {where}) s"
     if not rows:
         reduced = ", ".join(f"{reduce(how, e)} AS {q(n)}" for n, (how, e) in values.items())
         return f"SELECT {pair}{', ' if reduced else ''}{reduced} FROM {source} GROUP BY {pair}"
     window = f"OVER (PARTITION BY {pair})"
     first = number(next(iter(rows.values())))
+    # Rows are chosen by a keyed hash of the values kept: rows that tie hold the same values, so
+    # which of them is kept changes nothing, and a unit's choice depends on its own rows only.
+    kept = ", ".join(number(e) for e in rows.values())
     inner = ", ".join([pair, *(f"{reduce(how, e)} {window} AS {q(n)}" for n, (how, e) in values.items()),
                        *(f"{number(e)} AS {q(n)}" for n, e in rows.items()),
                        f"row_number() OVER (PARTITION BY {pair} ORDER BY {first} IS NULL, "
-                       f"{sql.row_hash(seed)}) AS bdp_j"])
+                       f"{sql.row_hash(kept, seed)}) AS bdp_j"])
     outer = ", ".join([pair, *(f"CASE WHEN bdp_j = 1 THEN {q(n)} END AS {q(n)}" for n in values),
                        *(q(n) for n in rows)])
     return f"SELECT {outer} FROM (SELECT {inner} FROM {source}) WHERE bdp_j <= {int(max_rows)}"
 
 
-__all__ = ["ROWS", "UnitMean", "UnitSum", "per_unit"]
+__all__ = ["ROWS", "UnitMean", "UnitSum", "materialized", "per_unit"]
