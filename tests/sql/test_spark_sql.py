@@ -53,6 +53,14 @@ def test_the_bigquery_clause_aggregates_each_units_rows_on_spark(spark):
                       "AVG(x, contribution_bounds_per_group => (0, 15)) AS a, COUNT(DISTINCT uid) AS u, "
                       "PERCENTILE_CONT(x, 0.5, contribution_bounds_per_row => (0, 100)) AS p, "
                       "SUM(x) AS learnt FROM panel GROUP BY g")
+    frame = spark.createDataFrame(panel)
     with pytest.warns(UserWarning, match="bounds learnt privately"):
-        release = bdp.sql(query, {"panel": spark.createDataFrame(panel)}, rng=bdp.rng_for_tests(1))
+        release = bdp.sql(query, {"panel": frame}, rng=bdp.rng_for_tests(1))
     check(release.to_pandas(), bigquery(panel), ["n", "c", "s", "a", "u"])
+    # Without a per-row aggregate, one row per unit and group (a GROUP BY, not a window).
+    per_unit_only = query.replace(", PERCENTILE_CONT(x, 0.5, contribution_bounds_per_row => (0, 100)) AS p, "
+                                  "SUM(x) AS learnt", "")
+    assert "PERCENTILE" not in per_unit_only
+    release = bdp.sql(per_unit_only, {"panel": frame}, rng=bdp.rng_for_tests(2))
+    check(release.to_pandas(), bigquery(panel), ["n", "c", "s", "a", "u"])
+    assert not spark.catalog.listTables()  # the per-unit step's view is gone
