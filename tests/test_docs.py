@@ -36,6 +36,8 @@ PAGES = [
     "docs/how-to/memory.md",
     "docs/how-to/spark.md",
     "docs/how-to/report.md",
+    "docs/how-to/ranges.md",
+    "docs/how-to/joins.md",
     "docs/explanations/accounting.md",
     "docs/explanations/floating-point.md",
     "docs/explanations/promises.md",

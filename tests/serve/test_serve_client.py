@@ -208,3 +208,12 @@ def test_ids_are_sent_as_one_encoded_path_segment(server: Server) -> None:
     with pytest.raises(ServiceError) as info:
         db.holdout_query("../../v1/budget", "spend > 1")
     assert info.value.status == 404
+
+
+def test_group_by_without_keys_uses_the_published_keys(server: Server) -> None:
+    # shop's keys are public in the service's schema: no δ for partition selection is needed.
+    db = bdp.connect(server.url, add_analyst(server.config_path, "keyless"))
+    r = db.table("visits").group_by("shop").agg(n=bdp.count()).release(epsilon=0.1)
+    assert list(r.to_pandas()["shop"]) == ["a", "b", "c"] and r.guarantee.delta == 0
+    both = db.table("visits").group_by(["shop", "flag"]).agg(n=bdp.count())
+    assert both.spec.get("keys") is None  # flag has no published keys: partition selection

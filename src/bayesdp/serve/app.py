@@ -299,7 +299,7 @@ def create_app(config: Config) -> Starlette:
 
     def releases(call: Call) -> Any:
         return {"releases": [{"id": r["id"], "dataset": r["dataset"], "created": r["created"],
-                              "guarantee": r["guarantee"], "label": r["label"]}
+                              "guarantee": r["guarantee"], "label": r["label"], "spec": r["spec"]}
                              for r in state.results(call.analyst.id, "release")]}
 
     def stored_release(call: Call) -> dict[str, Any]:

@@ -12,13 +12,14 @@ failure, so a retry never draws new noise (that would be an averaging attack) no
 from __future__ import annotations
 
 import email.utils
+import itertools
 import random
 import re
 import time
 import uuid
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from io import StringIO
 from typing import Any
 from urllib.parse import quote
@@ -175,9 +176,11 @@ class Client:
 
     def table(self, name: str) -> RemoteTable:
         """A dataset of the service, with the builder's verbs (where, group_by, agg)."""
-        if name not in self.datasets():
-            raise invalid("name", name, f"one of the service's datasets {self.datasets()}")
-        return RemoteTable(self, name)
+        offered = {d["name"]: d for d in self.metadata()["datasets"]}
+        if name not in offered:
+            raise invalid("name", name, f"one of the service's datasets {sorted(offered)}")
+        domains = {c["name"]: tuple(c["domain"]) for c in offered[name]["columns"] if c.get("domain")}
+        return RemoteTable(self, name, domains=domains)
 
     def sql(self, query: str, *, epsilon: float | None = None, delta: float | None = None) -> Release:
         """Answer a SQL query privately on the service, as `bdp.sql` does locally (the same
@@ -226,6 +229,7 @@ class RemoteTable:
     client: Client
     name: str
     filters: tuple[str, ...] = ()
+    domains: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # the published public keys
 
     def where(self, condition: str) -> RemoteTable:
         """Keep rows where the SQL expression holds (checked by the service)."""
@@ -234,7 +238,12 @@ class RemoteTable:
         return replace(self, filters=(*self.filters, condition))
 
     def group_by(self, columns: str | Sequence[str], keys: Sequence[Any] | None = None) -> RemoteGrouped:
+        """Group by `columns`; without `keys`, the keys the service publishes for them (every
+        combination, each released), or private partition selection when one has none."""
         cols = [columns] if isinstance(columns, str) else list(columns)
+        if keys is None and cols and all(c in self.domains for c in cols):
+            combos = list(itertools.product(*(self.domains[c] for c in cols)))
+            keys = [k[0] for k in combos] if len(cols) == 1 else combos
         return RemoteGrouped(self, tuple(cols), None if keys is None else tuple(keys))
 
     def agg(self, **aggregates: Aggregate) -> RemoteQuery:

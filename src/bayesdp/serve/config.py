@@ -19,6 +19,8 @@
     max_rows_per_group = 5
     budget = { epsilon = 2.0, delta = 1e-6, accounting = "basic" }   # per analyst
     analysts = ["alice", "bob"]      # only these analysts see it (default: every analyst)
+    public_tables = { plans = "plans.csv" }  # public tables its SQL may JOIN (bayesdp.sql.joins;
+                                     # needs timing = { pad = false } for now)
     [datasets.hie.columns]           # the public schema: only these columns can be used
     coins = { domain = [0, 25, 50, 95, 100] }   # public keys
     meddol = { bounds = [0, 3000] }
@@ -55,7 +57,7 @@ from bayesdp.serve.timing import TimingConfig, parse_timing
 _TOP = ("state", "max_body_bytes", "rate_per_minute", "trusted_proxies", "limits", "timing", "datasets",
         "holdouts")
 _DATASET = ("source", "privacy_unit", "unit_name", "description", "columns", "budget", "synthetic",
-            "max_groups_per_unit", "max_rows_per_group", "alpha", "noise", "analysts")
+            "max_groups_per_unit", "max_rows_per_group", "alpha", "noise", "analysts", "public_tables")
 _OPTIONS = ("max_groups_per_unit", "max_rows_per_group", "alpha", "noise")
 _COLUMN = ("bounds", "domain", "description")
 _BUDGET = ("epsilon", "delta", "accounting")
@@ -118,6 +120,7 @@ class Dataset:
     options: dict[str, Any] = field(default_factory=dict)
     synthetic: Synthetic | None = None
     analysts: tuple[str, ...] | None = None  # the analysts (by name) who may use it; None: all
+    public_tables: dict[str, Path] = field(default_factory=dict)  # by name, for SQL JOINs
 
     @property
     def unit(self) -> str:
@@ -130,7 +133,8 @@ class Dataset:
         columns = {c.name: {**({"bounds": list(c.bounds)} if c.bounds else {}),
                             **({"keys": list(c.domain)} if c.domain else {})} for c in self.columns.values()}
         return {"tables": {self.name: {"privacy_unit": self.privacy_unit or False, **self.options,
-                                       "columns": columns}}}
+                                       "columns": columns},
+                           **{n: {"public": True} for n in self.public_tables}}}
 
 
 @dataclass(frozen=True)
@@ -178,15 +182,23 @@ def parse_config(doc: dict[str, Any], base: Path) -> Config:
     datasets = _table(doc, "datasets", "")
     if not datasets:
         raise InvalidParameter("datasets is missing or empty: define at least one [datasets.NAME]")
+    parsed = {n: _dataset(n, d, base) for n, d in datasets.items()}
+    timing = parse_timing(doc.get("timing"))
+    joined = [n for n, d in parsed.items() if d.public_tables]
+    if joined and timing.pad:
+        raise InvalidParameter(
+            f"datasets.{joined[0]}.public_tables needs timing = {{ pad = false }}: the deadline of a "
+            "release is measured on made-up rows of the dataset alone, without the joined table, so "
+            "a JOIN would overrun it")
     return Config(
         state=_path(doc["state"], "state", base),
-        datasets={n: _dataset(n, d, base) for n, d in datasets.items()},
+        datasets=parsed,
         holdouts={n: _holdout(n, h, base) for n, h in _table(doc, "holdouts", "").items()},
         max_body_bytes=_int(doc.get("max_body_bytes", 1_000_000), "max_body_bytes"),
         rate_per_minute=_int(doc.get("rate_per_minute", 120), "rate_per_minute"),
         trusted_proxies=_proxies(doc.get("trusted_proxies", [])),
         limits=parse_limits(doc.get("limits", {})),
-        timing=parse_timing(doc.get("timing")),
+        timing=timing,
     )
 
 
@@ -229,7 +241,18 @@ def _dataset(name: str, d: Any, base: Path) -> Dataset:
         privacy_unit=unit or None, unit_name=_str(d.get("unit_name", unit or "person"), f"{key}.unit_name"),
         description=_str(d.get("description", ""), f"{key}.description"), columns=columns,
         budget=_budget(d["budget"], f"{key}.budget", unit or "row"), options=options, synthetic=synthetic,
-        analysts=_names(d["analysts"], f"{key}.analysts") if "analysts" in d else None)
+        analysts=_names(d["analysts"], f"{key}.analysts") if "analysts" in d else None,
+        public_tables=_public_tables(name, d, key, base))
+
+
+def _public_tables(name: str, d: dict[str, Any], key: str, base: Path) -> dict[str, Path]:
+    """A dataset's public tables: name -> file (public data: every column may be read)."""
+    out = {}
+    for table, path in _table(d, "public_tables", key).items():
+        if not table.isidentifier() or table == name:
+            raise invalid(f"{key}.public_tables", table, f"a table name (an identifier) other than {name!r}")
+        out[table] = _path(path, f"{key}.public_tables.{table}", base, must_exist=True)
+    return out
 
 
 def _names(v: Any, key: str) -> tuple[str, ...]:

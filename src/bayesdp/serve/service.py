@@ -100,6 +100,9 @@ class Service:
             keep = [*([ds.privacy_unit] if ds.privacy_unit else []), *ds.columns]
             self._load("ds", ds.name, ds.source, keep, f"datasets.{ds.name}", unit=ds.privacy_unit)
             check_columns(ds, self.relation("ds", ds.name), self.db.cursor())
+            for table, path in ds.public_tables.items():
+                self._load("pub", f"{ds.name}.{table}", path, None,
+                           f"datasets.{ds.name}.public_tables.{table}")
             if ds.synthetic is not None:  # a fit failing on the data fails here, not in a request
                 check_fit(self.relation("ds", ds.name).df(), **_synthetic_args(ds))
         self._metadata = {ds.name: ds.sql_metadata() for ds in config.datasets.values()}
@@ -245,8 +248,10 @@ class Service:
         if not isinstance(text, str) or not text.strip():
             raise invalid("sql", text, f"one SELECT statement over the table {ds.name!r}")
         limits.check_sql(text, self.config.limits)
-        return translate(text, {ds.name: self.relation("ds", ds.name)}, metadata=self._metadata[ds.name],
-                         epsilon=request.get("epsilon"), delta=request.get("delta"))
+        public = {t: self.relation("pub", f"{ds.name}.{t}") for t in ds.public_tables}
+        return translate(text, {ds.name: self.relation("ds", ds.name), **public},
+                         metadata=self._metadata[ds.name], epsilon=request.get("epsilon"),
+                         delta=request.get("delta"))
 
     def preview(self, ds: Dataset, request: dict[str, Any]) -> dict[str, Any]:
         """The expected error of a spec or SQL from public parameters (free: reads no data values)."""

@@ -54,7 +54,8 @@ checked by `bayesdp.expressions`); GROUP BY columns; public keys from the metada
 `WHERE col IN (...)` on a column the metadata declares `public`; and, on released values,
 arithmetic, ROUND, ABS, aliases, HAVING, ORDER BY, LIMIT and OFFSET (`postprocess`). Each distinct
 aggregate call is one aggregate of the Query, in order of first appearance (SELECT, HAVING,
-ORDER BY). Refused, with the construct and its position: joins, subqueries and CTEs, window
+ORDER BY). JOIN reads tables the metadata marks public or of the same unit (`bayesdp.sql.joins`).
+Refused, with the construct and its position: other joins, subqueries and CTEs, window
 functions, UNION / INTERSECT / EXCEPT, SELECT *, non-aggregated columns that are not group keys,
 any use of the privacy unit other than counting it, and (in plain SQL) aggregates without
 bounds. Every name

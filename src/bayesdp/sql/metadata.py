@@ -13,6 +13,11 @@ contribution bounds, per-column bounds and public keys, default ε, δ and α (T
     keys = ["spring", "summer"]       # public keys: every one released, no partition selection
     [tables.events.columns.country]
     public = true                     # a `WHERE country IN (...)` list gives public keys
+    [tables.campaigns]
+    public = true                     # a public table, which a JOIN may read
+    [tables.profiles]
+    privacy_unit = "user_id"          # the same unit: a JOIN pairs each user's rows
+    max_rows_per_key = 1              # when the JOIN is not on the unit (`bayesdp.sql.joins`)
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import Any
 from bayesdp.errors import DataError
 
 _TABLE_KEYS = ("privacy_unit", "max_groups_per_unit", "max_rows_per_group", "epsilon", "delta",
-               "alpha", "noise", "columns")
+               "alpha", "noise", "columns", "public", "max_rows_per_key")
 _COLUMN_KEYS = ("bounds", "keys", "public")
 
 
@@ -44,6 +49,8 @@ class TableMetadata:
     privacy_unit: str | bool | None = None  # None: not stated; False: one row per person
     options: dict[str, Any] = field(default_factory=dict)  # max_groups_per_unit, epsilon, ...
     columns: dict[str, Column] = field(default_factory=dict)
+    public: bool = False  # a public table, which a JOIN may read (`bayesdp.sql.joins`)
+    max_rows_per_key: int | None = None  # a private JOIN off the unit keeps this many rows per key
 
 
 def load(metadata: str | Path | Mapping[str, Any] | None) -> dict[str, TableMetadata]:
@@ -84,9 +91,14 @@ def _table(where: str, spec: Any) -> TableMetadata:
     columns = spec.get("columns", {})
     if not isinstance(columns, Mapping):
         raise DataError(f"{where}.columns must be a table of column tables")
-    options = {k: v for k, v in spec.items() if k not in ("privacy_unit", "columns")}
+    public = spec.get("public", False)
+    if not isinstance(public, bool):
+        raise DataError(f"{where}.public must be true or false")
+    options = {k: v for k, v in spec.items()
+               if k not in ("privacy_unit", "columns", "public", "max_rows_per_key")}
     return TableMetadata(unit, options, {str(c): _column(f"{where}.columns.{c}", v)
-                                         for c, v in columns.items()})
+                                         for c, v in columns.items()},
+                         public=public, max_rows_per_key=spec.get("max_rows_per_key"))
 
 
 def _column(where: str, spec: Any) -> Column:

@@ -24,6 +24,7 @@ from bayesdp.errors import BayesdpError
 from bayesdp.expressions import RowExpression, fold, resolve_column, row_expression
 from bayesdp.sql import bigquery
 from bayesdp.sql.dialect import BigQueryDP, DifferentialPrivacy, NamedArguments
+from bayesdp.sql.joins import apply_joins
 from bayesdp.sql.metadata import Column as ColumnMetadata
 from bayesdp.sql.metadata import TableMetadata, load
 from bayesdp.sql.refusals import SqlError, refuse, span
@@ -221,6 +222,8 @@ class _Translator:
 
     def run(self, epsilon: float | None, delta: float | None) -> Translation:
         tree = self.tree
+        joins = tree.args.get("joins") or []
+        tree.set("joins", None)  # read by `sql.joins` below
         self._refuse_constructs()
         table_node = self._table()
         self.table_meta = self.meta.get(table_node.name, TableMetadata())
@@ -233,12 +236,17 @@ class _Translator:
             table = tables.table(source, unit)
         except BayesdpError as exc:
             raise self.error(_public(exc), table_node) from None
+        joined: dict[str, ColumnMetadata] = {}
+        if joins:
+            table, joined = apply_joins(tree, joins, table, self.aliases, self.sources, self.meta,
+                                        clause["privacy_unit_column"][0] if "privacy_unit_column" in clause
+                                        else None, self.error)
         self.table, self.unit, self.columns = table, table.privacy_unit, table.columns
         # The BigQuery clause aggregates each unit's rows first (`bigquery`); rows as units need not.
         self.per_unit = clause_node is not None and self.unit is not None
         if self.per_unit:
             self.make = bigquery.Make
-        self.column_meta = self._column_metadata(table_node)
+        self.column_meta = {**joined, **self._column_metadata(table_node)}
         for col in tree.find_all(exp.Column):
             self._column(col)
         where = tree.args.get("where")

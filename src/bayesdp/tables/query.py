@@ -32,6 +32,7 @@ from bayesdp.noise import Rng, resolve_rng
 from bayesdp.privacy import Guarantee
 from bayesdp.tables.aggregates import Aggregate
 from bayesdp.tables.bounded import bounded
+from bayesdp.tables.cdf import BRANCHING, CdfQuery, cdf
 from bayesdp.tables.engines.arrays import in_memory
 from bayesdp.tables.engines.base import (
     Bins,
@@ -45,6 +46,14 @@ from bayesdp.tables.engines.base import (
 )
 from bayesdp.tables.engines.duckdb import connect
 from bayesdp.tables.estimate import Estimate, estimate
+from bayesdp.tables.joins import (
+    check_how,
+    check_unique,
+    join_engines,
+    pairs_of,
+    private_pairs,
+    public_engine,
+)
 from bayesdp.tables.plan import Plan, make_plan
 from bayesdp.tables.release import Release
 from bayesdp.tables.source import check_column, engine_for
@@ -141,6 +150,72 @@ class Table:
                                    max_groups_per_unit, max_rows_per_group, rng=rng)
         return replace(self, engine=engine, filters=(), bounding=bounding)
 
+    def join_public(self, public: Any, on: str | Sequence[str] | dict[str, str], *,
+                    how: str = "inner") -> Table:
+        """This table's rows joined with a public table's (a pandas, Polars or Arrow frame, a file
+        path, a DuckDB relation or, on Spark, a Spark DataFrame), on `on`: column names both have,
+        or {this table's column: the public table's}. `how`: "inner" keeps rows with a match,
+        "left" every row (the public columns null without a match). The public table is not
+        private: the join is a per-row map, so a unit's joined rows depend on its own rows only,
+        and the release bounds each unit's contribution after the join (a row matching several
+        public rows stays within its unit's bounds): the guarantee is unchanged. Without a
+        privacy unit each row is a person, so the public keys must then be unique."""
+        how = check_how(how)
+        self._joinable()
+        other = public_engine(public, self.engine)
+        pairs = pairs_of(on, self.columns, list(other.schema()))
+        if self.privacy_unit is None:
+            check_unique(other, [b for _, b in pairs])
+        return replace(self, engine=join_engines(self.engine, other, pairs, how))
+
+    def join(self, other: Table, on: str | Sequence[str] | dict[str, str], *, how: str = "inner",
+             max_rows_per_key: int | None = None, rng: Rng | None = None) -> Table:
+        """This table joined with `other`, a table of the same privacy unit (its `unit_name`), on
+        `on` (as `join_public`): a unit's rows join only that unit's rows in `other` (the unit
+        columns are paired, added to `on` when it leaves them out). When `on` leaves them out,
+        `other` first keeps at most `max_rows_per_key` rows per unit and join key, chosen at
+        random with a secret seed drawn now (`rng`: tests only), so that a row joins at most
+        that many rows.
+
+        Proof of the guarantee: both tables' neighbours add or remove one unit's rows (all of
+        them, in both). The join pairs rows of one unit only, and the truncation of a unit's
+        rows reads that unit's rows only, so the joined rows of any other unit are the same in
+        both neighbours: the join is 1-stable for units (McSherry 2009, PINQ), like the per-unit
+        join of Tumult's join_private for tables with a privacy ID. A release then bounds each
+        unit's joined rows (max_groups_per_unit, max_rows_per_group) and its sensitivities
+        follow from those bounds as for any table, so it costs its own ε, δ per unit."""
+        how = check_how(how)
+        if not isinstance(other, Table):
+            raise invalid("other", other, "a bdp.table (for a public table use join_public)")
+        self._joinable()
+        other._joinable()
+        if self.privacy_unit is None or other.privacy_unit is None:
+            raise InvalidParameter("join() joins two tables of the same privacy unit; a table "
+                                   "without one (privacy_unit=None) cannot be joined privately: "
+                                   "for a public table use join_public")
+        if self.unit_name != other.unit_name:
+            raise InvalidParameter(
+                f"the tables protect different privacy units ({self.unit_name!r} and "
+                f"{other.unit_name!r}): a row joining two units' rows would be about both, "
+                "which neither guarantee covers. Join tables of the same unit, or a public table "
+                "(join_public)")
+        pairs, m = private_pairs(pairs_of(on, self.columns, other.columns), self.privacy_unit,
+                                 other.privacy_unit, max_rows_per_key, self.unit_name)
+        truncate = None
+        if m is not None:
+            gen = resolve_rng(rng)
+            truncate = (self.privacy_unit, other.privacy_unit, m, int(gen.integers(0, 2**63)))
+        return replace(self, engine=join_engines(self.engine, other.engine, pairs, how,
+                                                 truncate=truncate))
+
+    def _joinable(self) -> None:
+        if self.bounding is not None:
+            raise InvalidParameter("join before bounded(): a bounded table's rows are chosen "
+                                   "for its groups, which a join changes")
+        if self.filters:
+            raise InvalidParameter("join before where(): filter the joined table instead (its "
+                                   "filters then read the joined columns)")
+
     def where(self, condition: str | RowExpression) -> Table:
         """Keep rows where the SQL expression holds (a public filter, applied before bounding).
 
@@ -153,7 +228,8 @@ class Table:
     def group_by(self, columns: str | Sequence[str], keys: Sequence[Any] | None = None) -> Grouped:
         """Group by columns. keys=None: the released keys are chosen privately (partition
         selection, needs δ > 0); keys=[...]: public keys, each released, rows with other keys
-        dropped and counted (for several columns give tuples)."""
+        dropped and counted (for several columns give tuples); a pandas or Arrow column of a
+        public table gives its distinct non-null values."""
         cols = (columns,) if isinstance(columns, str) else tuple(columns)
         if not cols:
             raise invalid("columns", columns, "one or more column names")
@@ -175,6 +251,12 @@ class Table:
         """Aggregates over the whole table (one group, no partition selection)."""
         return Grouped(self, by=(), keys=None).agg(**aggregates)
 
+    def cdf(self, column: str, *, bounds: Sequence[float] | None = None,
+            bins: int | Sequence[float] = 1024, branching: int = BRANCHING) -> CdfQuery:
+        """Any range count and every quantile of `column` from one release: a hierarchical
+        histogram of `bins` bins over `bounds` (`bayesdp.tables.cdf`)."""
+        return Grouped(self, by=(), keys=None).cdf(column, bounds=bounds, bins=bins, branching=branching)
+
 
 def _not_numeric(engine: Engine, column: str, name: str) -> DataError:
     if column not in engine.schema():
@@ -186,6 +268,10 @@ def _not_numeric(engine: Engine, column: str, name: str) -> DataError:
 
 
 def _public_keys(keys: Sequence[Any], width: int) -> tuple[tuple[Any, ...], ...]:
+    if isinstance(keys, pd.Series) or type(keys).__module__.startswith("pyarrow"):
+        # A column of a public table (e.g. the one join_public joined): its distinct values.
+        values = keys.tolist() if isinstance(keys, pd.Series) else keys.to_pylist()  # type: ignore[attr-defined]
+        keys = list(dict.fromkeys(v for v in values if not pd.isna(v)))
     if isinstance(keys, str | bytes) or not hasattr(keys, "__iter__"):
         raise invalid("keys", keys, "None (private keys) or a list of key values")
     out = []
@@ -298,6 +384,11 @@ class Grouped:
                 raise invalid(name, a, "an aggregate name that is not also a group column")
         return Query(self.table, by=self.by, keys=self.keys, aggregates=dict(aggregates),
                      expressions=expressions)
+
+    def cdf(self, column: str, *, bounds: Sequence[float] | None = None,
+            bins: int | Sequence[float] = 1024, branching: int = BRANCHING) -> CdfQuery:
+        """A hierarchical histogram of `column` per group (`Table.cdf`)."""
+        return CdfQuery(self.agg(cdf=cdf(column, bins, bounds, branching=branching)))
 
     def _value(self, name: str, a: Aggregate, column: str) -> str | RowExpression:
         """The aggregate's column, or its row expression (`price * qty`, `"union" = 'yes'`)
