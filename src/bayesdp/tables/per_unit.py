@@ -98,7 +98,7 @@ def materialized(table: Table) -> Table:
     engine = table.engine
     if not isinstance(engine, DuckDBEngine):
         return table
-    name = "bdp_per_unit_" + uuid.uuid4().hex
+    name = "bdp_" + uuid.uuid4().hex
     engine.sql(f"CREATE TEMP TABLE {name} AS SELECT * FROM {SOURCE}")
     written = DuckDBEngine(engine.sql(f"SELECT * FROM {name}"))
     weakref.finalize(written, _drop, engine, name).atexit = False
@@ -151,7 +151,7 @@ def _sql(sql: type[_Duck] | type[_Spark], table: Table, by: Sequence[str],
     source = f"(SELECT * FROM {source_name} s WHERE {where}) s"
     if not rows:
         reduced = ", ".join(f"{reduce(how, e)} AS {q(n)}" for n, (how, e) in values.items())
-        return f"SELECT {pair}{', ' if reduced else ''}{reduced} FROM {source} GROUP BY {pair}"
+        return _named(f"SELECT {pair}{', ' if reduced else ''}{reduced} FROM {source} GROUP BY {pair}")
     window = f"OVER (PARTITION BY {pair})"
     first = number(next(iter(rows.values())))
     # Rows are chosen by a keyed hash of the values kept: rows that tie hold the same values, so
@@ -163,7 +163,12 @@ def _sql(sql: type[_Duck] | type[_Spark], table: Table, by: Sequence[str],
                        f"{sql.row_hash(kept, seed)}) AS bdp_j"])
     outer = ", ".join([pair, *(f"CASE WHEN bdp_j = 1 THEN {q(n)} END AS {q(n)}" for n in values),
                        *(q(n) for n in rows)])
-    return f"SELECT {outer} FROM (SELECT {inner} FROM {source}) WHERE bdp_j <= {int(max_rows)}"
+    return _named(f"SELECT {outer} FROM (SELECT {inner} FROM {source}) WHERE bdp_j <= {int(max_rows)}")
+
+
+def _named(query: str) -> str:
+    """The query under a name of its own, so that an engine's query log shows what issued it."""
+    return f"WITH bdp_per_unit AS ({query}) SELECT * FROM bdp_per_unit"
 
 
 __all__ = ["ROWS", "UnitMean", "UnitSum", "materialized", "per_unit"]
