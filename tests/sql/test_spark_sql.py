@@ -39,3 +39,28 @@ def test_the_cli_answers_on_spark_what_it_answers_on_duckdb(spark, events, tmp_p
     # Same public keys and bounds: the same interval widths (the noise is not seeded here).
     pd.testing.assert_series_equal(spk["n_high"] - spk["n_low"], duck["n_high"] - duck["n_low"])
     assert "per user_id" in capsys.readouterr().out
+
+
+def test_the_bigquery_clause_aggregates_each_units_rows_on_spark(spark):
+    """As on DuckDB (`test_bigquery_semantics`): per-unit values clamped, at most 5 rows per unit
+    for a percentile, learnt bounds; each value in its interval at α = 1e-8 (false failure <= 2e-7)."""
+    from test_bigquery_semantics import CLAUSE, bigquery, check, make_panel
+
+    panel = make_panel()
+    query = CLAUSE + ("g, COUNT(*, contribution_bounds_per_group => (0, 10)) AS n, "
+                      "COUNT(x, contribution_bounds_per_group => (0, 8)) AS c, "
+                      "SUM(x, contribution_bounds_per_group => (0, 40)) AS s, "
+                      "AVG(x, contribution_bounds_per_group => (0, 15)) AS a, COUNT(DISTINCT uid) AS u, "
+                      "PERCENTILE_CONT(x, 0.5, contribution_bounds_per_row => (0, 100)) AS p, "
+                      "SUM(x) AS learnt FROM panel GROUP BY g")
+    frame = spark.createDataFrame(panel)
+    with pytest.warns(UserWarning, match="bounds learnt privately"):
+        release = bdp.sql(query, {"panel": frame}, rng=bdp.rng_for_tests(1))
+    check(release.to_pandas(), bigquery(panel), ["n", "c", "s", "a", "u"])
+    # Without a per-row aggregate, one row per unit and group (a GROUP BY, not a window).
+    per_unit_only = query.replace(", PERCENTILE_CONT(x, 0.5, contribution_bounds_per_row => (0, 100)) AS p, "
+                                  "SUM(x) AS learnt", "")
+    assert "PERCENTILE" not in per_unit_only
+    release = bdp.sql(per_unit_only, {"panel": frame}, rng=bdp.rng_for_tests(2))
+    check(release.to_pandas(), bigquery(panel), ["n", "c", "s", "a", "u"])
+    assert not spark.catalog.listTables()  # the per-unit step's view is gone

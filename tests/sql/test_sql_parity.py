@@ -1,5 +1,6 @@
-"""The same query through SQL (both dialects) and through the builder, with the same seed,
-releases the same numbers: SQL adds no privacy logic, it builds the builder's Query."""
+"""The same query through plain SQL and through the builder, with the same seed, releases the
+same numbers: SQL adds no privacy logic, it builds the builder's Query. (The BigQuery clause
+builds it over each unit's per-group values: `test_bigquery_semantics`.)"""
 
 import numpy as np
 import pandas as pd
@@ -8,9 +9,7 @@ import pytest
 import bayesdp as bdp
 from bayesdp.sql import translate
 
-BQ = ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6, max_groups_contributed = 3, "
-      "privacy_unit_column = user_id) ")
-B = (0, 100)  # revenue's bounds, in the metadata and in the BigQuery queries
+B = (0, 100)  # revenue's bounds in the metadata
 
 
 def unit(df):
@@ -19,38 +18,6 @@ def unit(df):
 
 # (id, sql, uses the metadata, the builder's query, its release options)
 CASES = [
-    ("bigquery: the issue's query",
-     BQ + "campaign, COUNT(*) AS n, SUM(revenue, contribution_bounds_per_group => (0, 100)) AS rev, "
-          "AVG(revenue, contribution_bounds_per_group => (0, 100)) AS avg_rev, "
-          "PERCENTILE_CONT(revenue, 0.5, contribution_bounds_per_row => (0, 100)) AS p50 "
-          "FROM events WHERE country = 'FR' GROUP BY campaign", False,
-     lambda df: unit(df).where("country = 'FR'").group_by("campaign").agg(
-         n=bdp.count(), rev=bdp.sum("revenue", B), avg_rev=bdp.mean("revenue", B),
-         p50=bdp.quantile("revenue", 0.5, B)),
-     {"epsilon": 1.0, "delta": 1e-6, "max_groups_per_unit": 3}),
-    ("bigquery: unit counts, spread, median, default max_groups_contributed",
-     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5, delta = 1e-5, privacy_unit_column = user_id) "
-     "region, COUNT(DISTINCT user_id) AS users, STDDEV_POP(revenue, contribution_bounds_per_row => (0, 100)) "
-     "AS sd, MEDIAN(revenue, contribution_bounds_per_row => (0, 100)) AS med FROM events GROUP BY region",
-     False,
-     lambda df: unit(df).group_by("region").agg(users=bdp.count_units(), sd=bdp.std("revenue", B),
-                                                med=bdp.quantile("revenue", 0.5, B)),
-     {"epsilon": 0.5, "delta": 1e-5, "max_groups_per_unit": 1}),
-    ("bigquery: COUNT's bound sets the rows per unit and group, no GROUP BY",
-     BQ + "COUNT(*, contribution_bounds_per_group => (0, 4)) AS n, "
-          "SUM(revenue, contribution_bounds_per_group => (0, 100)) AS s FROM events", False,
-     lambda df: unit(df).agg(n=bdp.count(), s=bdp.sum("revenue", B)),
-     {"epsilon": 1.0, "delta": 1e-6, "max_groups_per_unit": 3, "max_rows_per_group": 4}),
-    ("bigquery: aggregates of row expressions, their bounds from the query",
-     BQ + "campaign, SUM(CASE WHEN revenue > 10 THEN 1 ELSE 0 END) AS big, AVG(country = 'FR') AS fr, "
-          "COUNT(revenue) AS known, SUM(revenue * 2, contribution_bounds_per_group => (0, 200)) AS r2 "
-          "FROM events GROUP BY campaign", False,
-     lambda df: unit(df).group_by("campaign").agg(
-         big=bdp.sum("CASE WHEN revenue > 10 THEN 1 ELSE 0 END", (0, 1)),
-         fr=bdp.mean("country = 'FR'", (0, 1)),
-         known=bdp.sum("CASE WHEN revenue IS NOT NULL THEN 1 ELSE 0 END", (0, 1)),
-         r2=bdp.sum("revenue * 2", (0, 200))),
-     {"epsilon": 1.0, "delta": 1e-6, "max_groups_per_unit": 3}),
     ("plain: public keys from the metadata",
      "SELECT campaign, COUNT(*), SUM(revenue), AVG(revenue) FROM events GROUP BY campaign", True,
      lambda df: unit(df).group_by("campaign", keys=["spring", "summer", "fall", "winter"]).agg(
@@ -89,10 +56,10 @@ def test_sql_releases_what_the_builder_releases(events, meta, query, with_meta, 
 def test_translation_is_the_builders_query(events, meta):
     """The plan (budget split, mechanisms, guarantee) is the builder's, touching no data."""
     _, query, _, builder, options = CASES[0]
-    t = translate(query, {"events": events})
+    t = translate(query, {"events": events}, metadata=meta, epsilon=1.0)
     assert t.options == options
-    got = t.query.plan(1.0, 1e-6, max_groups_per_unit=3)
-    want = builder(events).plan(1.0, 1e-6, max_groups_per_unit=3)
+    got = t.query.plan(1.0, 1e-6, max_groups_per_unit=3, max_rows_per_group=2)
+    want = builder(events).plan(1.0, 1e-6, max_groups_per_unit=3, max_rows_per_group=2)
     assert got.describe() == want.describe()
     assert got.guarantee == want.guarantee
 

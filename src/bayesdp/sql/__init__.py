@@ -14,26 +14,33 @@ Two dialects, one path (parse -> check -> the builder's `Query` -> its release -
 
    `epsilon`, `delta`, `privacy_unit_column` and `max_groups_contributed` (default 1, as in
    BigQuery) mean what BigQuery says. bayesdp adds `max_rows_per_group`, `alpha` and `noise`
-   ('laplace' or 'gaussian') as options. Where bayesdp differs from BigQuery:
+   ('laplace' or 'gaussian') as options. Contributions are bounded as BigQuery bounds them
+   (`bayesdp.sql.bigquery`, on `bayesdp.tables.per_unit`):
 
-   - Contribution bounds clip each row, and each unit keeps at most `max_rows_per_group` rows
-     (default 1) in each of at most `max_groups_contributed` groups, chosen at random (BigQuery's
-     `contribution_bounds_per_group` clamps a unit's per-group total instead). With one row per
-     unit and group the sensitivity is the same; a unit's extra rows are dropped, not summed.
-     `contribution_bounds_per_row` means the same in both. `COUNT(*, contribution_bounds_per_group
-     => (0, k))` sets `max_rows_per_group = k`.
-   - Bounds are required (from the query or the metadata): BigQuery's implicit bounds, learnt
-     from the data, are refused; `max_groups_contributed = NULL` (no bounding) is refused.
-   - AVG is the mean of the kept rows, by the builder's two-stage estimator (BigQuery averages
-     per-unit averages); STDDEV and VARIANCE are the population ones (as STDDEV_POP, VAR_POP);
-     PERCENTILE_CONT is the exponential mechanism on a grid (Smith 2011).
+   - Each unit's rows in a group are aggregated first (COUNT: its rows, or its non-null values;
+     SUM: their sum; AVG: their average) and that per-unit value is clamped to
+     `contribution_bounds_per_group`; AVG is the average of the per-unit averages. A unit keeps
+     at most `max_groups_contributed` groups, chosen at random.
+   - PERCENTILE_CONT, MEDIAN, STDDEV and VARIANCE read up to `max_rows_per_group` (default 5,
+     ZetaSQL's limit) of a unit's rows in a group, chosen at random, each clamped to
+     `contribution_bounds_per_row`.
+   - Bounds the query does not give are learnt from the data with part of ε (BigQuery's implicit
+     clamping): Google's approximate bounds, a noisy logarithmic histogram taking half of the
+     aggregate's share (`bayesdp.sql.bigquery`); a warning states the bounds and ε they took.
+     For AVG, PERCENTILE_CONT, STDDEV and VARIANCE a column's bounds in the metadata apply.
+   - `max_groups_contributed = NULL` (no bounding) is refused.
+   - STDDEV and VARIANCE are the population ones (as STDDEV_POP, VAR_POP); PERCENTILE_CONT is
+     the exponential mechanism on a grid (Smith 2011).
    - Noise is bayesdp's secure discrete/continuous Laplace (or Gaussian), and every value comes
-     with its interval; the budget splits as the builder splits it: with private keys each of
-     the n aggregates and partition selection get ε/(n+1), which is BigQuery's split; with
-     public keys (metadata) the n aggregates get ε/n each.
+     with its interval, which covers the value BigQuery defines at the bounds used (learnt or
+     given), not the bias of clamping; the budget splits as the builder splits it: with private
+     keys each of the n aggregates and partition selection get ε/(n+1), which is BigQuery's
+     split; with public keys (metadata) the n aggregates get ε/n each.
 
 2. Plain SQL with a metadata file (`bayesdp.sql.metadata`, TOML) stating per table the privacy
-   unit, contribution bounds, column bounds and public keys, and default ε, δ::
+   unit, contribution bounds, column bounds and public keys, and default ε, δ. It bounds rows
+   as the builder does: each unit keeps at most `max_rows_per_group` rows in each of at most
+   `max_groups_per_unit` groups, chosen at random, and bounds clip each row's value::
 
        SELECT campaign, COUNT(*), SUM(revenue), AVG(revenue) FROM events GROUP BY campaign
 
@@ -50,7 +57,8 @@ aggregate call is one aggregate of the Query, in order of first appearance (SELE
 ORDER BY). JOIN reads tables the metadata marks public or of the same unit (`bayesdp.sql.joins`).
 Refused, with the construct and its position: other joins, subqueries and CTEs, window
 functions, UNION / INTERSECT / EXCEPT, SELECT *, non-aggregated columns that are not group keys,
-any use of the privacy unit other than counting it, and aggregates without bounds. Every name
+any use of the privacy unit other than counting it, and (in plain SQL) aggregates without
+bounds. Every name
 (in the query, `privacy_unit_column` and the metadata) means the column DuckDB and Spark resolve
 it to, without case, quoted or not; checks read that column, so the unit in any spelling is the unit.
 
@@ -67,14 +75,18 @@ Spark, and the row-local checker (`bayesdp.expressions`) takes sqlglot nodes dir
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from bayesdp.noise import Rng
+from bayesdp.privacy import compose
+from bayesdp.sql.bigquery import learn_bounds
 from bayesdp.sql.postprocess import finish, rehearse
 from bayesdp.sql.refusals import SqlError
 from bayesdp.sql.translate import Translation, translate
 from bayesdp.tables import Release
+from bayesdp.tables.per_unit import materialized
 from bayesdp.tables.query import Ledger
 
 
@@ -98,8 +110,16 @@ def release_translation(t: Translation, *, ledger: Ledger | None = None, rng: Rn
     builder's release (which spends on `ledger` first), then the post-processing."""
     rehearse(t)
     label = "sql: " + " ".join(t.text.split())
-    release = t.query.release(ledger=ledger, rng=rng, label=label[:500], **t.options)
-    return finish(t, release)
+    query, options = t.query, t.options
+    if t.per_unit:  # each unit's values, aggregated once for every pass of the release(s)
+        query = replace(query, table=materialized(query.table))
+    if t.learn is None:
+        return finish(t, query.release(ledger=ledger, rng=rng, label=label[:500], **options))
+    query, options, bounds = learn_bounds(query, t.learn, options, ledger=ledger, rng=rng, label=label)
+    release = query.release(ledger=ledger, rng=rng, label=label[:500], **options)
+    # The guarantee of the answer is that of both releases on the same data (basic composition).
+    total = compose([bounds, release.plan.guarantee], "basic")
+    return finish(t, replace(release, plan=replace(release.plan, guarantee=total)))
 
 
 __all__ = ["SqlError", "Translation", "release_translation", "sql", "translate"]

@@ -8,6 +8,7 @@ Query carries them to the builder, whose code quotes identifiers and literals fo
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from sqlglot.tokenizer_core import Token, TokenType
 from bayesdp import tables
 from bayesdp.errors import BayesdpError
 from bayesdp.expressions import RowExpression, fold, resolve_column, row_expression
+from bayesdp.sql import bigquery
 from bayesdp.sql.dialect import BigQueryDP, DifferentialPrivacy, NamedArguments
 from bayesdp.sql.joins import apply_joins
 from bayesdp.sql.metadata import Column as ColumnMetadata
@@ -57,6 +59,8 @@ _DUCKDB = sqlglot.Dialect.get_or_raise("duckdb")
 _BIGQUERY = BigQueryDP()
 _STD = (exp.Stddev, exp.StddevPop, exp.StddevSamp)
 _VARIANCE = (exp.Variance, exp.VariancePop)
+# What a call becomes: the builder's aggregate, or the BigQuery clause's per-unit one.
+Built = tables.Aggregate | bigquery.UnitAggregate
 _SUPPORTED = (exp.Count, exp.Sum, exp.Avg, exp.Median, exp.PercentileCont, *_STD, *_VARIANCE)
 
 
@@ -87,6 +91,8 @@ class Translation:
     offset: int
     dialect: str
     tokens: tuple[Token, ...]
+    learn: bigquery.Learn | None = None  # bounds the BigQuery clause learns before its release
+    per_unit: bool = False  # the BigQuery clause: `query` reads each unit's values per group
 
     def call(self, node: exp.Expr) -> str:
         return call_sql(node, self.dialect)
@@ -108,8 +114,11 @@ def parse(text: str) -> tuple[exp.Select, str, list[Token]]:
     dialect = _DUCKDB
     try:
         tokens = dialect.tokenize(text)
-        if len(tokens) > 2 and tokens[0].token_type == TokenType.SELECT and \
-                tokens[1].token_type == TokenType.WITH and tokens[2].text.upper() == "DIFFERENTIAL_PRIVACY":
+        # The clause may follow a common table expression: read BigQuery's grammar wherever it is,
+        # so that the CTE, not the clause's WITH, is what gets refused.
+        if any(a.token_type == TokenType.SELECT and b.token_type == TokenType.WITH
+               and c.text.upper() == "DIFFERENTIAL_PRIVACY"
+               for a, b, c in zip(tokens, tokens[1:], tokens[2:], strict=False)):
             dialect = _BIGQUERY
             tokens = dialect.tokenize(text)
         statements = dialect.parser().parse(tokens, text)
@@ -200,11 +209,13 @@ class _Translator:
                  sources: Mapping[str, Any], meta: dict[str, TableMetadata]) -> None:
         self.text, self.tree, self.dialect, self.tokens = text, tree, dialect, tokens
         self.sources, self.meta = sources, meta
-        self.aggregates: dict[str, tables.Aggregate] = {}
+        self.aggregates: dict[str, Built] = {}
         self.names: dict[exp.Expr, str] = {}
         self.squared: set[exp.Expr] = set()
         self.auto: set[str] = set()  # names made from a call's SQL, not an alias
         self.max_rows: list[tuple[int, exp.Expr]] = []
+        # The aggregates' constructors: the builder's, or the BigQuery clause's per-unit ones.
+        self.make: Any = tables
 
     def error(self, message: str, node: exp.Expr | None) -> SqlError:
         return refuse(message, self.text, node, self.tokens)
@@ -216,7 +227,8 @@ class _Translator:
         self._refuse_constructs()
         table_node = self._table()
         self.table_meta = self.meta.get(table_node.name, TableMetadata())
-        clause = self._clause(tree.args.get("differential_privacy"))
+        clause_node = tree.args.get("differential_privacy")
+        clause = self._clause(clause_node)
         unit = self._unit(clause)
         source = self.sources[table_node.name]
         self.aliases = {table_node.name.lower()} | ({table_node.alias.lower()} if table_node.alias else set())
@@ -230,6 +242,10 @@ class _Translator:
                                         clause["privacy_unit_column"][0] if "privacy_unit_column" in clause
                                         else None, self.error)
         self.table, self.unit, self.columns = table, table.privacy_unit, table.columns
+        # The BigQuery clause aggregates each unit's rows first (`bigquery`); rows as units need not.
+        self.per_unit = clause_node is not None and self.unit is not None
+        if self.per_unit:
+            self.make = bigquery.Make
         self.column_meta = {**joined, **self._column_metadata(table_node)}
         for col in tree.find_all(exp.Column):
             self._column(col)
@@ -246,13 +262,24 @@ class _Translator:
             grouped = table.group_by(by, keys=keys) if by else None
         except BayesdpError as exc:
             raise self.error(_public(exc), tree.args.get("group")) from None
+        options = self._options(clause, epsilon, delta)
+        learn = None
         try:
-            query = grouped.agg(**self.aggregates) if grouped else table.agg(**self.aggregates)
+            if self.per_unit:
+                query, learn, options["max_rows_per_group"] = bigquery.unit_query(
+                    table, by, keys, cast(dict[str, bigquery.UnitAggregate], self.aggregates),
+                    options.get("max_rows_per_group"))
+            else:
+                aggregates = cast(dict[str, tables.Aggregate], self.aggregates)
+                query = grouped.agg(**aggregates) if grouped else table.agg(**aggregates)
+        except bigquery.Refused as exc:
+            raise self.error(_public(exc), next(c for c, n in self.names.items() if n == exc.name)) from None
         except BayesdpError as exc:
-            raise self.error(_public(exc), self._culprit(grouped or table)) from None
+            culprit = tree if self.per_unit else self._culprit(grouped or table)
+            raise self.error(_public(exc), culprit) from None
         order = tree.args.get("order")
         return Translation(
-            self.text, query=query, options=self._options(clause, epsilon, delta),
+            self.text, query=query, options=options, learn=learn, per_unit=self.per_unit,
             outputs=tuple(outputs), aggregates=dict(self.names), squared=frozenset(self.squared),
             having=tree.args["having"].this if tree.args.get("having") else None,
             order=tuple(order.expressions) if order else (),
@@ -401,7 +428,7 @@ class _Translator:
         try:
             checked = row_expression(cast(exp.Expression, bare), self.columns, role=role)
         except BayesdpError as exc:
-            raise self.error(_public(exc), node) from None
+            raise self.error(self._as_written(_public(exc)), node) from None
         if self.unit in checked.columns:
             culprit = next(c for c in node.find_all(exp.Column) if self._column(c) == self.unit)
             raise self.error(f"{role} uses the privacy unit {self.unit!r}: the only function "
@@ -476,6 +503,38 @@ class _Translator:
     def call(self, node: exp.Expr) -> str:
         return call_sql(node, self.dialect)
 
+    def written(self, node: exp.Expr) -> str:
+        """The query's own text of `node` (messages quote it: sqlglot renames functions, as
+        STRING_AGG to GROUP_CONCAT), or its SQL when it has no position. An aggregate with named
+        arguments is quoted whole."""
+        if isinstance(node.parent, NamedArguments):
+            node = node.parent
+        start, end = span(node, self.tokens)
+        if start is None or end is None:
+            return self.call(node)
+        for token in self.tokens:  # the parentheses the span leaves open close after it
+            if token.start >= end and token.token_type == TokenType.R_PAREN \
+                    and self.text.count("(", start, end) > self.text.count(")", start, end):
+                end = token.end + 1
+        return self.text[start:end]
+
+    def _written_name(self, node: exp.Expr) -> str:
+        """The function name as the query spells it."""
+        start, _ = span(node, self.tokens)
+        token = next((t for t in self.tokens if t.start == start), None)
+        return token.text if token is not None else node.sql_name() if isinstance(node, exp.Func) \
+            else node.key.upper()
+
+    def _as_written(self, message: str) -> str:
+        """The checker's message with each function it names (`function rand at line L, column
+        C`) spelled as the query wrote it there (random)."""
+        def own(match: re.Match[str]) -> str:
+            line, col = int(match[2]), int(match[3])
+            token = next((t for t in self.tokens if t.line == line and t.col == col), None)
+            return f"function {token.text if token is not None else match[1]}{match[0][len(match[1]) + 9:]}"
+
+        return re.sub(r"function (\S+) at line (\d+), column (\d+)", own, message)
+
     # -- aggregates -----------------------------------------------------------------------------
 
     def _collect(self, node: exp.Expr, name: str | None = None) -> None:
@@ -501,7 +560,7 @@ class _Translator:
             if squared:
                 self.squared.add(call)
 
-    def _aggregate(self, call: exp.Expr) -> tuple[tables.Aggregate, bool]:
+    def _aggregate(self, call: exp.Expr) -> tuple[Built, bool]:
         named: dict[str, exp.Expr] = {}
         agg = call
         if isinstance(call, NamedArguments):
@@ -519,7 +578,7 @@ class _Translator:
         if isinstance(agg, exp.WithinGroup):
             return self._within_group(agg, named), False
         if not isinstance(agg, _SUPPORTED):
-            name = agg.sql_name() if isinstance(agg, exp.Func) else agg.key.upper()
+            name = self._written_name(agg)
             raise self.error(f"{name} is not a supported private aggregate (supported: COUNT, SUM, "
                              "AVG, STDDEV, VARIANCE, MEDIAN, PERCENTILE_CONT, QUANTILE_CONT)", agg)
         for inner in agg.iter_expressions():
@@ -530,23 +589,23 @@ class _Translator:
                 return self._count_aggregate(agg, named), False
             column, bounds = self._argument(agg, agg.this, named)
             if isinstance(agg, exp.Sum):
-                return tables.sum(column, bounds), False
+                return self.make.sum(column, bounds), False
             if isinstance(agg, exp.Avg):
-                return tables.mean(column, bounds), False
+                return self.make.mean(column, bounds), False
             if isinstance(agg, (*_STD, *_VARIANCE)):
-                return tables.std(column, bounds), isinstance(agg, _VARIANCE)
+                return self.make.std(column, bounds), isinstance(agg, _VARIANCE)
             if isinstance(agg, exp.Median):
-                return tables.quantile(column, 0.5, bounds), False
+                return self.make.quantile(column, 0.5, bounds), False
             q = agg.args.get("expression")
             if q is None:
                 raise self.error("PERCENTILE_CONT takes the column and the percentile", agg)
-            return tables.quantile(column, self._number(q, "percentile"), bounds), False
+            return self.make.quantile(column, self._number(q, "percentile"), bounds), False
         except SqlError:
             raise
         except BayesdpError as exc:
             raise self.error(_public(exc), call) from None
 
-    def _within_group(self, node: exp.WithinGroup, named: dict[str, exp.Expr]) -> tables.Aggregate:
+    def _within_group(self, node: exp.WithinGroup, named: dict[str, exp.Expr]) -> Built:
         inner, order = node.this, node.expression
         if not isinstance(inner, exp.PercentileCont) or not isinstance(order, exp.Order) \
                 or len(order.expressions) != 1 or order.expressions[0].args.get("desc"):
@@ -554,11 +613,14 @@ class _Translator:
                              "(ORDER BY column)", node)
         column, bounds = self._argument(node, order.expressions[0].this, named)
         try:
-            return tables.quantile(column, self._number(inner.this, "percentile"), bounds)
+            built: Built = self.make.quantile(column, self._number(inner.this, "percentile"), bounds)
+            return built
         except BayesdpError as exc:
             raise self.error(_public(exc), node) from None
 
-    def _count_aggregate(self, agg: exp.Count, named: dict[str, exp.Expr]) -> tables.Aggregate:
+    def _count_aggregate(self, agg: exp.Count, named: dict[str, exp.Expr]) -> Built:
+        if self.per_unit:
+            return self._unit_count(agg, named)
         arg = agg.this
         if "contribution_bounds_per_row" in named:
             raise self.error("COUNT takes contribution_bounds_per_group => (0, rows per unit)",
@@ -587,25 +649,56 @@ class _Translator:
         # COUNT(x) counts the rows where x is not null: the sum of a 0/1 indicator.
         present = exp.Case(ifs=[exp.If(this=exp.Not(this=exp.Is(this=arg.copy(), expression=exp.Null())),
                                        true=exp.Literal.number(1))], default=exp.Literal.number(0))
-        return tables.sum(self._row_expression(present, f"the argument of {self.call(agg)}").text, (0, 1))
+        return tables.sum(self._row_expression(present, f"the argument of {self.written(agg)}").text, (0, 1))
+
+    def _unit_count(self, agg: exp.Count, named: dict[str, exp.Expr]) -> bigquery.UnitAggregate:
+        """COUNT in the BigQuery clause: each unit's count (of rows, or of non-null values) in the
+        group, clamped to contribution_bounds_per_group (learnt when absent)."""
+        arg = agg.this
+        if "contribution_bounds_per_row" in named:
+            raise self.error("COUNT takes contribution_bounds_per_group => (low, high): the bounds of "
+                             "each unit's count in a group", named["contribution_bounds_per_row"])
+        bounds = self._bounds(named["contribution_bounds_per_group"]) if named else None
+        if isinstance(arg, exp.Distinct):
+            cols = arg.expressions
+            if len(cols) == 1 and isinstance(cols[0], exp.Column) and self._column(cols[0]) == self.unit:
+                if named:
+                    raise self.error("COUNT(DISTINCT unit) takes no contribution bounds: each "
+                                     "unit counts once", agg)
+                return bigquery.Make.count_units()
+            raise self.error("COUNT(DISTINCT ...) is supported for the privacy unit only "
+                             "(the number of people)", arg)
+        if arg is None or isinstance(arg, exp.Star) or \
+                (isinstance(arg, exp.Column) and self._column(arg) == self.unit):
+            return bigquery.Make.count(None, bounds)
+        return bigquery.Make.count(self._row_expression(arg, f"the argument of {self.written(agg)}").text,
+                                   bounds)
 
     def _argument(self, agg: exp.Expr, arg: exp.Expr | None, named: dict[str, exp.Expr]
                   ) -> tuple[str, tuple[float, float]]:
         if isinstance(arg, exp.Distinct):
             raise self.error("DISTINCT inside an aggregate is not supported (only COUNT(DISTINCT unit))", arg)
         if arg is None:
-            raise self.error(f"{self.call(agg)} needs a column or a row expression", agg)
+            raise self.error(f"{self.written(agg)} needs a column or a row expression", agg)
+        if isinstance(arg, exp.Literal) and arg.is_string:
+            quoted = f"`{arg.this}`" if self.dialect == "bigquery" else f'"{arg.this}"'
+            where = "in BigQuery's SQL quotes, single or double, make" if self.dialect == "bigquery" \
+                else "single quotes make"
+            raise self.error(f"{self.written(arg)} is a string, not a column ({where} text): to name "
+                             f"a column, quote it as {quoted}", arg)
         if not isinstance(arg, exp.Column):
             return self._expression_argument(agg, arg, named)
         name = self._column(arg)
         if name == self.unit:
-            raise self.error(f"{self.call(agg)} is a function of the privacy unit: the only one "
+            raise self.error(f"{self.written(agg)} is a function of the privacy unit: the only one "
                              "allowed is counting it, COUNT(DISTINCT unit)", arg)
         if named:
             return name, self._bounds(next(iter(named.values())))
         meta = self.column_meta.get(name)
+        if self.per_unit and (isinstance(agg, exp.Sum) or meta is None or meta.bounds is None):
+            return name, None  # type: ignore[return-value]  # learnt (`bigquery`): a row's bounds do not bound a unit's sum
         if meta is None or meta.bounds is None:
-            raise self.error(f"{self.call(agg)} has no bounds: give contribution_bounds_per_group "
+            raise self.error(f"{self.written(agg)} has no bounds: give contribution_bounds_per_group "
                              f"=> (low, high) or [tables.NAME.columns.{name}] bounds = [low, high] "
                              "in the metadata (public limits, not read from the data)", agg)
         return name, meta.bounds
@@ -615,9 +708,11 @@ class _Translator:
         """A row expression as an aggregate's value (checked by `bayesdp.expressions`; the builder
         checks its text again), with bounds from the query: the named contribution bounds, else
         [0, 1] for a condition, else the range of a CASE whose results are all number literals."""
-        checked = self._row_expression(arg, f"the argument of {self.call(agg)}")
+        checked = self._row_expression(arg, f"the argument of {self.written(agg)}")
         if named:
             return checked.text, self._bounds(next(iter(named.values())))
+        if self.per_unit and isinstance(agg, exp.Sum):
+            return checked.text, None  # type: ignore[return-value]  # learnt (`bigquery`)
         if isinstance(arg, exp.Predicate | exp.Connector | exp.Not | exp.Between | exp.In | exp.Is):
             return checked.text, (0, 1)
         if isinstance(arg, exp.Case):
@@ -626,7 +721,9 @@ class _Translator:
                        if r is not None and not isinstance(r, exp.Null)]
             lo, hi = min([*numbers, 0]), max([*numbers, 0])
             return checked.text, (lo, hi if hi > lo else lo + 1)
-        raise self.error(f"{self.call(agg)} aggregates an expression, which has no bounds: give "
+        if self.per_unit:
+            return checked.text, None  # type: ignore[return-value]  # learnt (`bigquery`)
+        raise self.error(f"{self.written(agg)} aggregates an expression, which has no bounds: give "
                          "contribution_bounds_per_group => (low, high), or write it as a condition or "
                          "a CASE whose results are numbers", arg)
 

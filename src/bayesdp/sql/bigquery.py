@@ -1,0 +1,216 @@
+"""BigQuery's meaning for BigQuery's clause: per-unit contributions, clamped, and bounds learnt
+privately when the query gives none.
+
+In `SELECT WITH DIFFERENTIAL_PRIVACY` (BigQuery, "Differentially private aggregate functions";
+ZetaSQL's rewriter) each privacy unit's rows in a group are aggregated first: COUNT counts the
+unit's rows (or non-null values), SUM adds them, AVG averages them; that per-unit value is
+clamped to `contribution_bounds_per_group` and the release aggregates the clamped values across
+units (AVG: the average of the per-unit averages). PERCENTILE_CONT, STDDEV and VARIANCE take up
+to 5 of a unit's rows in the group at random (`max_rows_per_group` here), each clamped to
+`contribution_bounds_per_row`. `max_groups_contributed` bounds the groups a unit keeps.
+
+Bounds the query does not give are learnt from the data (BigQuery's implicit clamping) by the
+approximate bounds of Google's differential privacy library (`ApproxBounds`, cc/algorithms/
+approx-bounds.h): a noisy histogram of the values over logarithmic bins (±[2^(i-1), 2^i), i =
+1..LOG_BINS, and [-1, 0), [0, 1)), the bounds being the outermost edges of the bins whose noisy
+count exceeds a threshold that an empty bin passes with probability at most FALSE_BIN. The
+histogram spends half of the aggregate's share of ε, as Google's BoundedSum and BoundedMean give
+ApproxBounds half of theirs; it is a release of its own (recorded in the ledger before the
+aggregates' release, both labelled), on the same per-unit values, one (unit, group) of each unit
+picked at random. When no bin passes, the bounds are (0, 1).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal, cast
+
+import numpy as np
+
+from bayesdp import tables
+from bayesdp.errors import DataError, check_open_unit, check_positive_int
+from bayesdp.expressions import RowExpression, row_expression
+from bayesdp.noise import Rng, resolve_rng
+from bayesdp.privacy import Guarantee
+from bayesdp.tables.aggregates import Aggregate, Clipped, check_bounds
+from bayesdp.tables.per_unit import ROWS, UnitMean, UnitSum, per_unit
+from bayesdp.tables.query import Ledger
+
+# Logarithmic bins on each side of zero: values beyond ±2^LOG_BINS count in the end bins.
+LOG_BINS = 40
+# The probability that the noise lifts one empty bin over the threshold, for all bins together.
+FALSE_BIN = 1e-3
+# A learnt aggregate keeps this share of its ε for its value; the rest chooses its bounds.
+LEARNT_SHARE = 0.5
+EDGES = tuple([-(2.0**i) for i in range(LOG_BINS, -1, -1)] + [0.0] + [2.0**i for i in range(LOG_BINS + 1)])
+
+Kind = Literal["count", "sum", "avg", "percentile", "std"]
+_REDUCTION = {"count": "count", "sum": "sum", "avg": "avg"}
+
+
+@dataclass(frozen=True)
+class UnitAggregate:
+    """One aggregate of the clause: `kind`, the row expression it reads (None: COUNT(*)), its
+    bounds (None: learnt), q for a percentile; `units` for COUNT(DISTINCT unit)."""
+
+    kind: Kind | Literal["units"]
+    value: str | None = None
+    bounds: tuple[float, float] | None = None
+    q: float = 0.5
+
+    @property
+    def per_row(self) -> bool:
+        return self.kind in ("percentile", "std")
+
+
+class Refused(DataError):
+    """An aggregate of the clause that cannot be computed: `name` is its name in the Query."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+
+class Make:
+    """The aggregates the translator builds in the clause's dialect (the builder's constructors'
+    names, so that the translator calls one or the other alike); given bounds are checked here."""
+
+    @staticmethod
+    def count(value: str | None = None, bounds: tuple[float, float] | None = None) -> UnitAggregate:
+        return UnitAggregate("count", value, _checked(bounds))
+
+    @staticmethod
+    def count_units() -> UnitAggregate:
+        return UnitAggregate("units")
+
+    @staticmethod
+    def sum(value: str, bounds: tuple[float, float] | None) -> UnitAggregate:
+        return UnitAggregate("sum", value, _checked(bounds))
+
+    @staticmethod
+    def mean(value: str, bounds: tuple[float, float] | None) -> UnitAggregate:
+        return UnitAggregate("avg", value, _checked(bounds))
+
+    @staticmethod
+    def std(value: str, bounds: tuple[float, float] | None) -> UnitAggregate:
+        return UnitAggregate("std", value, _checked(bounds))
+
+    @staticmethod
+    def quantile(value: str, q: float, bounds: tuple[float, float] | None) -> UnitAggregate:
+        return UnitAggregate("percentile", value, _checked(bounds), check_open_unit("q", q))
+
+
+def _checked(bounds: tuple[float, float] | None) -> tuple[float, float] | None:
+    return None if bounds is None else check_bounds(bounds)
+
+
+@dataclass(frozen=True)
+class Learn:
+    """The aggregates whose bounds are learnt: their names and the per-unit table's column each
+    reads, the ε share the bounds take, and the rows per unit the per-row values keep."""
+
+    columns: dict[str, str]
+    share: float
+    max_rows: int
+
+    def epsilon(self, epsilon: float) -> float:
+        return epsilon * self.share
+
+
+def unit_query(table: tables.Table, by: tuple[str, ...], keys: Sequence[tuple[Any, ...]] | None,
+               aggregates: Mapping[str, UnitAggregate], max_rows: int | None
+               ) -> tuple[tables.Query, Learn | None, int]:
+    """The builder's Query over the per-unit table (`tables.per_unit`), what its learnt bounds
+    need, and the rows per unit and group its release keeps (1, or `max_rows` (default 5) when a
+    per-row aggregate is asked for). Learnt bounds hold a placeholder (0, 1) here."""
+    rows = check_positive_int("max_rows_per_group", ROWS if max_rows is None else max_rows)
+    rows_cap = rows if any(a.per_row for a in aggregates.values()) else 1
+    columns = table.columns
+    values: dict[str, tuple[Any, RowExpression | None]] = {}
+    per_row: dict[str, RowExpression] = {}
+    built: dict[str, Aggregate] = {}
+    learnt: dict[str, str] = {}
+    for i, (name, agg) in enumerate(aggregates.items()):
+        if agg.kind == "units":
+            built[name] = tables.count_units()
+            continue
+        column = f"bdp_v{i}"
+        checked = row_expression(agg.value, columns, role=name) if agg.value is not None else None
+        # Checked on the schema: a text value would fail in the engine on some rows only.
+        if checked is not None and agg.kind != "count" and not table.engine.is_numeric(checked):
+            raise Refused(name, f"the argument of {name} does not give numbers: CAST it to a number "
+                          "or compare it (a true/false expression counts as 1 or 0)")
+        if agg.per_row:
+            per_row[column] = checked  # type: ignore[assignment]
+        else:
+            values[column] = ("rows" if checked is None else _REDUCTION[agg.kind], checked)
+        bounds = agg.bounds if agg.bounds is not None else (0.0, 1.0)
+        weight = 1.0 if agg.bounds is not None else LEARNT_SHARE
+        if agg.bounds is None:
+            learnt[name] = column
+        built[name] = _aggregate(agg, column, bounds, weight)
+    reduced = per_unit(table, by, values, per_row, max_rows=rows_cap)
+    grouped = reduced.group_by(by, keys=keys) if by else None
+    query = grouped.agg(**built) if grouped is not None else reduced.agg(**built)
+    if not learnt:
+        return query, None, rows_cap
+    # Each aggregate would have 1/W of ε (W: the weights, and partition selection's 1 with
+    # private keys): a learnt one gives half of it to its bounds.
+    total = len(aggregates) + (1.0 if by and keys is None else 0.0)
+    return query, Learn(learnt, (1 - LEARNT_SHARE) * len(learnt) / total, rows_cap), rows_cap
+
+
+def _aggregate(agg: UnitAggregate, column: str, bounds: tuple[float, float], weight: float) -> Aggregate:
+    if agg.kind == "percentile":
+        return replace(tables.quantile(column, agg.q, bounds), weight=weight)
+    if agg.kind == "std":
+        return replace(tables.std(column, bounds), weight=weight)
+    if agg.kind == "avg":
+        return UnitMean(column, bounds=tables.mean(column, bounds).bounds, weight=weight)
+    return UnitSum(column, bounds=tables.sum(column, bounds).bounds, weight=weight)
+
+
+def learn_bounds(query: tables.Query, learn: Learn, options: dict[str, Any], *, ledger: Ledger | None,
+                 rng: Rng | None, label: str) -> tuple[tables.Query, dict[str, Any], Guarantee]:
+    """The query with its learnt bounds, the options of its release (ε less the bounds') and
+    the bounds' guarantee, after the bounds' own release: its plan and the aggregates' are
+    checked before it spends."""
+    epsilon = float(options["epsilon"])
+    eps_bounds = learn.epsilon(epsilon)
+    rest = {**options, "epsilon": epsilon - eps_bounds}
+    query.plan(**{k: v for k, v in rest.items() if k != "alpha"})  # public checks, before any spend
+    histograms = {name: tables.histogram(column, list(EDGES)) for name, column in learn.columns.items()}
+    gen = resolve_rng(rng)
+    with warnings.catch_warnings():  # its dropped rows and noise are the bounds', said below
+        warnings.simplefilter("ignore")
+        found = query.table.agg(**histograms).release(
+            eps_bounds, max_rows_per_group=learn.max_rows, ledger=ledger, rng=gen,
+            label=("bounds for " + label)[:500])
+    learnt = {}
+    for name in learn.columns:
+        step = found.plan.steps[name]
+        counts = np.asarray(found.estimates[name].value, dtype=float).reshape(-1)
+        learnt[name] = approximate_bounds(counts, step.parts["counts"].scale)
+    aggregates = {name: replace(cast(Clipped, agg), bounds=learnt[name]) if name in learnt else agg
+                  for name, agg in query.aggregates.items()}
+    said = ", ".join(f"{n} in [{lo:g}, {hi:g}]" for n, (lo, hi) in learnt.items())
+    warnings.warn(f"bounds learnt privately (approximate bounds, ε={eps_bounds:.4g} of the query's "
+                  f"ε={epsilon:g}): {said}; the ledger records both releases, the guarantee is "
+                  "their composition", UserWarning, stacklevel=3)
+    return replace(query, aggregates=aggregates), rest, found.guarantee
+
+
+def approximate_bounds(counts: np.ndarray, scale: float, false_bin: float = FALSE_BIN) -> tuple[float, float]:
+    """The outermost edges of the bins of `EDGES` whose noisy count exceeds scale·ln(B/false_bin)
+    (B bins: one-sided Laplace tails, union bound), else (0, 1) (Google DP, ApproxBounds)."""
+    threshold = scale * math.log(counts.size / false_bin)
+    passed = np.flatnonzero(counts > threshold)
+    if not passed.size:
+        return 0.0, 1.0
+    return EDGES[passed[0]], EDGES[passed[-1] + 1]
+
+
+__all__ = ["EDGES", "Learn", "Make", "UnitAggregate", "approximate_bounds", "learn_bounds", "unit_query"]
