@@ -32,7 +32,7 @@ from bayesdp.noise import Rng, resolve_rng
 from bayesdp.privacy import Guarantee
 from bayesdp.tables.aggregates import Aggregate
 from bayesdp.tables.bounded import bounded
-from bayesdp.tables.cdf import BRANCHING, CdfQuery, cdf
+from bayesdp.tables.cdf import BRANCHING, CdfRelease, cdf
 from bayesdp.tables.engines.arrays import in_memory
 from bayesdp.tables.engines.base import (
     Bins,
@@ -592,6 +592,23 @@ class Query:
                          "half_width_max": acc.half_width_max, "abs_error_max": acc.abs_error_max,
                          "upper_bound": acc.upper_bound, "units_to_keep_group_50%": threshold})
         return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class CdfQuery:
+    """A hierarchical histogram to release (`Table.cdf`, `Grouped.cdf`): `plan`, `preview` and
+    `release` take the arguments of `Query`'s."""
+
+    query: Query
+
+    def plan(self, *args: Any, **kwargs: Any) -> Plan:
+        return self.query.plan(*args, **kwargs)
+
+    def preview(self, *args: Any, **kwargs: Any) -> pd.DataFrame:
+        return self.query.preview(*args, **kwargs)
+
+    def release(self, *args: Any, **kwargs: Any) -> CdfRelease:
+        return CdfRelease.of(self.query.release(*args, **kwargs))
 
 
 def _warn_dropped(d: Diagnostics, plan: Plan) -> None:

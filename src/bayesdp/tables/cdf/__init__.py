@@ -7,6 +7,6 @@ rather than √(width) as when summing a flat histogram's bins (Qardaji, Yang & 
 """
 
 from bayesdp.tables.cdf.aggregate import BRANCHING, Cdf, cdf
-from bayesdp.tables.cdf.release import CdfQuery, CdfRelease
+from bayesdp.tables.cdf.release import CdfRelease
 
-__all__ = ["BRANCHING", "Cdf", "CdfQuery", "CdfRelease", "cdf"]
+__all__ = ["BRANCHING", "Cdf", "CdfRelease", "cdf"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -20,32 +20,11 @@ from bayesdp.tables.cdf.tree import half_widths
 from bayesdp.tables.estimate import Estimate, consistent
 from bayesdp.tables.release import Release
 
-if TYPE_CHECKING:
-    from bayesdp.tables.plan import Plan
-    from bayesdp.tables.query import Query
-
 
 def counted(est: Estimate) -> Estimate:
     """A count and its interval clamped at 0, which the exact count never is below (`consistent`):
     the bins' counts stay unclamped, so that their sums stay unbiased."""
     return consistent((0.0, np.inf), est)
-
-
-@dataclass(frozen=True)
-class CdfQuery:
-    """A hierarchical histogram to release (`Table.cdf`, `Grouped.cdf`): `plan`, `preview` and
-    `release` take the arguments of `Query`'s."""
-
-    query: Query
-
-    def plan(self, *args: Any, **kwargs: Any) -> Plan:
-        return self.query.plan(*args, **kwargs)
-
-    def preview(self, *args: Any, **kwargs: Any) -> pd.DataFrame:
-        return self.query.preview(*args, **kwargs)
-
-    def release(self, *args: Any, **kwargs: Any) -> CdfRelease:
-        return CdfRelease.of(self.query.release(*args, **kwargs))
 
 
 @dataclass(frozen=True)
