@@ -28,6 +28,10 @@ MEAN_SWITCH = 15.0
 # Noise draws a mean's preview figures average over: their relative Monte Carlo error is about
 # 1/√4000, under 2%.
 SIMULATED = 4000
+# Where a mean's preview maximum is simulated: this many of its middle half-widths below the top,
+# where an estimate (its spread about twice the middle's there) is clipped at the top with
+# probability about e^-6 (Laplace tails), yet its divisor d is 2r to within 6 half-widths.
+EDGE_WIDTHS = 6.0
 # The simulation reads no data, so a fixed seed leaks nothing; it makes a preview repeatable
 # (the same figures twice, on a service and on its client).
 SIMULATION_SEED = 15
@@ -129,13 +133,18 @@ class Mean(Moments):
     def accuracy(self, step: PlannedStep, alpha: float, n: int, *, rng: Rng | None) -> Accuracy:
         """The estimator's own figures on SIMULATED noise draws (no data is read), for a mean in
         the middle of the bounds, and (`_max`) the largest over means at the middle, three
-        quarters and the top of the bounds. `rng` drives the simulation (default: seeded with
+        quarters, EDGE_WIDTHS middle half-widths below the top, and the top. The errors grow
+        with the re-centred sum's divisor d = max(c - lo, hi - c), largest as the mean nears a
+        bound, until clipping at the bound cuts them: the largest lies just before (a share near
+        0 or 1), not at the bound. `rng` drives the simulation (default: seeded with
         SIMULATION_SEED)."""
         lo, hi = self.bounds
         gen = np.random.default_rng(SIMULATION_SEED) if rng is None else rng
-        placed = (lo + (hi - lo) * f for f in (0.5, 0.75, 1.0))
-        figures = [self._simulated(step, alpha, n, mu, rng=gen) for mu in placed]
-        return Accuracy(*figures[0], max(f[0] for f in figures), max(f[1] for f in figures))
+        middle = self._simulated(step, alpha, n, (lo + hi) / 2, rng=gen)
+        edge = max(hi - EDGE_WIDTHS * middle[0], lo + 0.75 * (hi - lo))
+        figures = [middle] + [self._simulated(step, alpha, n, mu, rng=gen)
+                              for mu in (lo + 0.75 * (hi - lo), edge, hi)]
+        return Accuracy(*middle, max(f[0] for f in figures), max(f[1] for f in figures))
 
     def _simulated(self, step: PlannedStep, alpha: float, n: int, mu: float, *, rng: Rng
                    ) -> tuple[float, float]:
