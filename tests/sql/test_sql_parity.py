@@ -48,7 +48,7 @@ CASES = [
      lambda df: unit(df).group_by("campaign").agg(
          big=bdp.sum("CASE WHEN revenue > 10 THEN 1 ELSE 0 END", (0, 1)),
          fr=bdp.mean("country = 'FR'", (0, 1)),
-         known=bdp.sum("CASE WHEN revenue IS NOT NULL THEN 1 ELSE 0 END", (0, 1)),
+         known=bdp.tables.count_where("CASE WHEN revenue IS NOT NULL THEN 1 ELSE 0 END"),
          r2=bdp.sum("revenue * 2", (0, 200))),
      {"epsilon": 1.0, "delta": 1e-6, "max_groups_per_unit": 3}),
     ("plain: public keys from the metadata",

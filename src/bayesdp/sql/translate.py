@@ -579,7 +579,7 @@ class _Translator:
         # COUNT(x) counts the rows where x is not null: the sum of a 0/1 indicator.
         present = exp.Case(ifs=[exp.If(this=exp.Not(this=exp.Is(this=arg.copy(), expression=exp.Null())),
                                        true=exp.Literal.number(1))], default=exp.Literal.number(0))
-        return tables.sum(self._row_expression(present, f"the argument of {self.call(agg)}").text, (0, 1))
+        return tables.count_where(self._row_expression(present, f"the argument of {self.call(agg)}").text)
 
     def _argument(self, agg: exp.Expr, arg: exp.Expr | None, named: dict[str, exp.Expr]
                   ) -> tuple[str, tuple[float, float]]:
