@@ -73,8 +73,9 @@ def test_a_derived_value_states_its_own_coverage(tmp_path):
     from bayesdp.commands.release import render
 
     df = pd.DataFrame({"u": range(200), "g": ["a", "b"] * 100, "v": [float(i % 9) for i in range(200)]})
-    out = bdp.sql("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6, privacy_unit_column = u) "
-                  "g, SUM(v, contribution_bounds_per_group => (0, 8)) / COUNT(*) AS per_row, COUNT(*) AS n "
+    out = bdp.sql("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6, "
+                  "privacy_unit_column = u) g, SUM(v, contribution_bounds_per_group => (0, 8)) / COUNT(*) "
+                  "AS per_row, COUNT(*) AS n "
                   "FROM t GROUP BY g", {"t": df}, rng=bdp.rng_for_tests(1))
     assert out.coverage("per_row") == pytest.approx(0.9) and out.coverage("n") == pytest.approx(0.95)
     assert "per_row's at least 90%" in out.caveats()[0]

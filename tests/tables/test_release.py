@@ -247,3 +247,16 @@ def test_rows_as_units_release_what_a_unique_id_releases(events):
                        r"without a privacy unit \(privacy_unit=None"):
         bdp.table(frame, None).group_by("campaign").agg(n=bdp.count()).release(1.0, 1e-6,
                                                                            max_groups_per_unit=2)
+
+
+def test_a_release_without_groups_says_so_and_what_a_group_needs():
+    # 90 counties of one person each, groups from the data: partition selection keeps none. The
+    # number of groups released is a DP output, so saying it is zero leaks nothing more.
+    df = pd.DataFrame({"u": np.arange(90), "county": np.arange(90)})
+    q = bdp.table(df, "u").group_by("county").agg(n=bdp.count())
+    with pytest.warns(UserWarning, match="no group was released: partition selection releases a "
+                                         "group with probability 1/2 when it has about 175 us"):
+        r = q.release(1.0, 1e-6, max_groups_per_unit=7, rng=rng_for_tests(1))
+    assert len(r) == 0
+    assert "No group was released: partition selection releases a group with probability 1/2 " \
+           "when it has about 175 us, and 95% at 207." in r.explain()

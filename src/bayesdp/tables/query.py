@@ -46,7 +46,7 @@ from bayesdp.tables.engines.base import (
 from bayesdp.tables.engines.duckdb import connect
 from bayesdp.tables.estimate import Estimate, estimate
 from bayesdp.tables.plan import Plan, make_plan
-from bayesdp.tables.release import Release
+from bayesdp.tables.release import Release, selection_needs
 from bayesdp.tables.source import check_column, engine_for
 
 # Bounding that drops more than this share of the rows warns the curator (CuratorWarning).
@@ -407,6 +407,11 @@ class Query:
         _warn_dropped(exact.diagnostics, plan)
         _warn_defined(exact.diagnostics, self.table.privacy_unit)
         index, keys = self._released(plan, exact.groups, exact.units, rng=gen)
+        if plan.selection is not None and not index.size:  # the number of groups is a DP output
+            warnings.warn(f"no group was released: {selection_needs(plan)}; raise epsilon or delta, "
+                          "lower max_groups_per_unit, group more coarsely, or give public keys",
+                          UserWarning, stacklevel=2)
+
         def full_grid(cells: Cells) -> CellWindow:
             # The same seed keeps the same rows, so this reads the grid of the same bounded data.
             again = replace(request, measures=(), cells=(cells,), bins=())

@@ -121,6 +121,8 @@ class Release:
                    + ("; values are clipped to the stated bounds." if bounded else "."))
         if self.public_keys:
             out.append("Rows whose key is not among the public keys are left out.")
+        elif plan.selection is not None and not len(self):
+            out.append(f"No group was released: {selection_needs(plan)}.")
         return out
 
     def curator_notes(self) -> list[str]:
@@ -163,3 +165,11 @@ class Release:
     def __repr__(self) -> str:
         return f"Release({len(self)} groups, {self.guarantee})"
 
+
+
+def selection_needs(plan: Plan) -> str:
+    """How many units a group needs for partition selection to release it (public parameters)."""
+    assert plan.selection is not None
+    half, most = plan.selection.threshold(), plan.selection.threshold(0.95)
+    return (f"partition selection releases a group with probability 1/2 when it has about "
+            f"{half:,} {plan.unit}s, and 95% at {most:,}")
