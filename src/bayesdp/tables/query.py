@@ -180,9 +180,15 @@ def _not_numeric(engine: Engine, column: str, name: str) -> DataError:
     if column not in engine.schema():
         return DataError(f"the expression {column!r} of {name} does not give numbers: CAST it to a "
                          "number or compare it (a true/false expression counts as 1 or 0)")
-    return DataError(f"column {column!r} of {name} holds {engine.schema()[column]} values, not "
-                     "numbers: convert it to a numeric type first (text such as 'n/a' to null), "
-                     "or choose a numeric column")
+    kind = str(engine.schema()[column])
+    if kind.upper() in ("VARCHAR", "STRING", "TEXT"):  # DuckDB's and Spark's names for text
+        ident = column if column.isidentifier() else '"' + column.replace('"', '""') + '"'
+        advice = (f"give the expression CAST({ident} AS DOUBLE) in its place (text that is not a "
+                  "number, such as 'n/a', becomes null and is left out)")
+    else:
+        advice = "convert it to a numeric type first"
+    return DataError(f"column {column!r} of {name} holds {kind} values, not numbers: {advice}, or "
+                     "choose a numeric column")
 
 
 def _public_keys(keys: Sequence[Any], width: int) -> tuple[tuple[Any, ...], ...]:
