@@ -19,6 +19,10 @@ import numpy as np
 from bayesdp.noise import Rng
 from bayesdp.tables.engines.base import Cells, CellWindow, ExactAggregates
 
+# Draws and seed of `combined_width`'s numerical integration (reads no data, so a fixed seed leaks
+# nothing and makes every release's intervals computed alike).
+COMBINED = 400_000
+COMBINED_SEED = 16
 # Reads a quantile's whole grid (`Cells` with margin FULL_GRID) from the same bounded rows.
 FullGrid = Callable[[Cells], CellWindow]
 
@@ -67,6 +71,32 @@ def noisy(step: PlannedStep, part: str, exact: np.ndarray, alpha: float, *, rng:
     """`exact` with the noise of the step's `part`, and that noise's half-width at level 1 - α."""
     mech = step.parts[part].mechanism
     return np.asarray(mech.release(exact, rng=rng), dtype=np.float64), float(mech.interval(alpha))
+
+
+def combined_width(parts: tuple[tuple[Any, float], ...], alpha: float) -> float:
+    """Half-width h with P(|Σ k_i N_i| <= h) >= 1 - α for the independent noises N_i of the
+    mechanisms in `parts` (mechanism, k_i): the empirical (1 - 0.95α)-quantile of COMBINED draws
+    (numerical integration with a fixed seed: it reads no data; at 0.95α the Monte Carlo error,
+    about 0.7% of α, is 7 standard deviations short of α), plus each value's rounding to its
+    mechanism's grid (at most k_i·grid_i/2)."""
+    key = (tuple((repr(m), k) for m, k in parts), alpha)
+    if key not in _COMBINED_WIDTHS:
+        if len(_COMBINED_WIDTHS) >= 256:
+            _COMBINED_WIDTHS.clear()
+        _COMBINED_WIDTHS[key] = _combined(parts, alpha)
+    return _COMBINED_WIDTHS[key]
+
+
+_COMBINED_WIDTHS: dict[tuple[Any, ...], float] = {}
+
+
+def _combined(parts: tuple[tuple[Any, float], ...], alpha: float) -> float:
+    gen = np.random.default_rng(COMBINED_SEED)
+    total = np.zeros(COMBINED)
+    for mech, k in parts:
+        total += k * np.asarray(mech.release(np.zeros(COMBINED), rng=gen), dtype=np.float64)
+    rounding = sum(abs(k) * float(getattr(mech, "grid", None) or 0.0) / 2 for mech, k in parts)
+    return float(np.quantile(np.abs(total), 1 - 0.95 * alpha)) + rounding
 
 
 def plus_minus(step: PlannedStep, part: str, exact: np.ndarray, alpha: float, *, rng: Rng) -> Estimate:

@@ -15,13 +15,17 @@ from bayesdp.noise import Rng
 from bayesdp.tables.accuracy import Accuracy
 from bayesdp.tables.aggregates import Noisy, budget, check_bounds, check_column, constructor
 from bayesdp.tables.engines.base import Diagnostics, ExactAggregates
-from bayesdp.tables.estimate import Estimate, FullGrid, PlannedStep, estimate, noisy, ratio_range
+from bayesdp.tables.estimate import Estimate, FullGrid, PlannedStep, combined_width, estimate, noisy
 from bayesdp.tables.sums import Moments
 
 if TYPE_CHECKING:
     from bayesdp.expressions import RowExpression
     from bayesdp.tables.engines.base import Engine
 
+# The share of α for each count's bound in a mean's interval (the stage-1 count's, and the averaged
+# counts' in the other stage): the count's noise only multiplies μ - c, small, so most of α goes to
+# the sum's noise, which sets the width (see `Mean.estimate`).
+COUNT_ALPHA = 0.05
 # A mean's stage-1 count must reach this many of its noise scales for the re-centred second stage:
 # below it the first estimate is too rough to centre on (simulated crossover, bench/RESULTS.md).
 MEAN_SWITCH = 15.0
@@ -75,42 +79,44 @@ class Mean(Moments):
         c + dZ/n1: the count's noise now multiplies only the small μ - c. Any other group releases
         a second count and mid-centred sum, each averaged with stage 1's by inverse variance, and
         its mean is mid + Ŝ/n̂. Either way a group spends the aggregate's whole budget once
-        (`branches`). Intervals: interval arithmetic over the parts a group uses, each count and
-        sum at α/4 and Z at α/2. The branch depends on stage 1's count only, so a miss needs its
-        α/4 event or one of the other parts' (α/2 for Z, 3α/4 for the second stage): at most α
-        in all.
+        (`branches`).
+
+        Intervals from the estimator's own error. In the re-centred stage, with n1 = n + N and
+        δ = μ - c, the error is exactly v - μ = (d·Z - δ·N)/n1 (Z the centred sum's noise). Off
+        the event |N| > w_N (α_c = COUNT_ALPHA·α) and |Z| > h_Z (α - 2α_c), |v - μ|·n1 <=
+        d·h_Z + |δ|·w_N with |δ| <= |v - μ| + |v - c|, so |v - μ| <= (A + B|v - c|)/(1 - B),
+        A = d·h_Z/n1, B = w_N/n1. The other stage has v - μ = (W_S - (μ - mid)·W_N)/n̂ with W_S,
+        W_N the averaged sums' and counts' noises, bounded alike (`combined_width`: their exact
+        quantiles, not a union over the parts). The branch depends on stage 1's count only:
+        Z, and the sums' noises, are independent of it, so a miss needs N's or W_N's event (α_c
+        each) or, in its branch, Z's or W_S's (α - 2α_c): at most α in all.
         """
         mom = self.moments(exact, index)
         n, s = mom[:, 0], mom[:, 1]
         lo, hi = self.bounds
-        mid, r = (lo + hi) / 2, (hi - lo) / 2
-        n1, w1 = noisy(step, "count", n, alpha / 4, rng=rng)
-        s1, _ = noisy(step, "sum", s - n * mid, alpha / 4, rng=rng)
+        mid = (lo + hi) / 2
+        a_count = COUNT_ALPHA * alpha
+        a_sum = alpha - 2 * a_count
+        n1, w1 = noisy(step, "count", n, a_count, rng=rng)
+        s1, _ = noisy(step, "sum", s - n * mid, a_sum, rng=rng)
         centre = np.clip(mid + s1 / np.maximum(n1, 1.0), lo, hi)
         big = n1 >= MEAN_SWITCH * step.parts["count"].scale
         value, low, high = np.empty(n.size), np.full(n.size, float(lo)), np.full(n.size, float(hi))
         if big.any():
             c, d = centre[big], np.maximum(centre[big] - lo, hi - centre[big])
-            z, wz = noisy(step, "centred", (s[big] - n[big] * c) / d, alpha / 2, rng=rng)
+            z, wz = noisy(step, "centred", (s[big] - n[big] * c) / d, a_sum, rng=rng)
             nb = n1[big]
             value[big] = c + d * z / np.maximum(nb, 1.0)
-            e_lo, e_hi = ratio_range(z - wz, z + wz, np.maximum(nb - w1, 1.0), np.maximum(nb + w1, 1.0))
-            known = nb - w1 >= 1.0
-            low[big] = np.where(known, c + d * e_lo, lo)
-            high[big] = np.where(known, c + d * e_hi, hi)
+            low[big], high[big] = _error_interval(value[big], c, d * wz, w1, nb, (lo, hi))
         small = ~big
         if small.any():
-            n2, _ = noisy(step, "count2", n[small], alpha / 4, rng=rng)
-            s2, _ = noisy(step, "sum2", s[small] - n[small] * mid, alpha / 4, rng=rng)
+            n2, _ = noisy(step, "count2", n[small], a_count, rng=rng)
+            s2, _ = noisy(step, "sum2", s[small] - n[small] * mid, a_sum, rng=rng)
             kn, ks = _inverse_variance(step, "count", "count2"), _inverse_variance(step, "sum", "sum2")
             n_hat, s_hat = kn * n1[small] + (1 - kn) * n2, ks * s1[small] + (1 - ks) * s2
             wn, ws = second_stage_widths(step, alpha)
             value[small] = mid + s_hat / np.maximum(n_hat, 1.0)
-            e_lo, e_hi = ratio_range(s_hat - ws, s_hat + ws, np.maximum(n_hat - wn, 1.0),
-                                     np.maximum(n_hat + wn, 1.0))
-            known = n_hat - wn >= 1.0
-            low[small] = np.where(known, mid + np.maximum(e_lo, -r), lo)
-            high[small] = np.where(known, mid + np.minimum(e_hi, r), hi)
+            low[small], high[small] = _error_interval(value[small], mid, ws, wn, n_hat, (lo, hi))
         value = np.clip(value, lo, hi)
         return Estimate(value, np.clip(low, lo, hi), np.clip(high, lo, hi))
 
@@ -119,13 +125,13 @@ class Mean(Moments):
 
     def half_width(self, step: PlannedStep, alpha: float, n: int) -> float:
         """The interval half-width for a group of n values, from public parameters only: at most
-        2r·wZ/(n - wn) in the re-centred stage (d <= 2r, μ = c), (wS + r·wn)/(n - wn) in the other."""
+        2r·wZ/(n - wn) in the re-centred stage (d <= 2r, v = c), (wS + r·wn)/(n - wn) in the other."""
         lo, hi = self.bounds
         r = (hi - lo) / 2
         count = step.parts["count"].mechanism
         if n >= MEAN_SWITCH * count.scale:
-            wz = float(step.parts["centred"].mechanism.interval(alpha / 2))
-            wn = float(count.interval(alpha / 4))
+            wz = float(step.parts["centred"].mechanism.interval(alpha * (1 - 2 * COUNT_ALPHA)))
+            wn = float(count.interval(alpha * COUNT_ALPHA))
             return float(min(r, 2 * r * wz / max(n - wn, 1.0)))
         wn, ws = second_stage_widths(step, alpha)
         return float(min(r, (ws + r * wn) / max(n - wn, 1.0)))
@@ -183,11 +189,25 @@ class Share(Mean):
 
 
 def second_stage_widths(step: PlannedStep, alpha: float) -> tuple[float, float]:
-    """Half-widths of a mean's averaged count and sum (second stage): each holds when both of
-    its parts' α/4 intervals do."""
-    w = {p: float(step.parts[p].mechanism.interval(alpha / 4)) for p in ("count", "count2", "sum", "sum2")}
+    """Half-widths of a mean's averaged count (at COUNT_ALPHA·α) and sum (at the rest less the
+    stage-1 count's share, see `Mean.estimate`): quantiles of the averaged noises."""
     kn, ks = _inverse_variance(step, "count", "count2"), _inverse_variance(step, "sum", "sum2")
-    return kn * w["count"] + (1 - kn) * w["count2"], ks * w["sum"] + (1 - ks) * w["sum2"]
+    a_count = COUNT_ALPHA * alpha
+    parts = step.parts
+    return (combined_width(((parts["count"].mechanism, kn), (parts["count2"].mechanism, 1 - kn)), a_count),
+            combined_width(((parts["sum"].mechanism, ks), (parts["sum2"].mechanism, 1 - ks)),
+                           alpha - 2 * a_count))
+
+
+def _error_interval(value: np.ndarray, base: np.ndarray | float, a: np.ndarray | float, w_count: float,
+                    n: np.ndarray, bounds: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
+    """[v - h, v + h], h = (A + B|v - base|)/(1 - B), A = a/n, B = w_count/n (see
+    `Mean.estimate`); the whole bounds where n <= max(w_count, 1), the count too rough to divide by."""
+    known = n > max(w_count, 1.0)
+    m = np.where(known, n, 1.0)
+    b = w_count / m
+    half = (a / m + b * np.abs(value - base)) / np.where(known, 1 - b, 1.0)
+    return np.where(known, value - half, bounds[0]), np.where(known, value + half, bounds[1])
 
 
 def _inverse_variance(step: PlannedStep, first: str, second: str) -> float:
