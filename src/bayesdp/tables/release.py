@@ -119,10 +119,27 @@ class Release:
         out.append(f"Each {plan.unit} counts with at most {plan.max_groups} group(s) and "
                    f"{plan.max_rows} row(s) per group (rows beyond are dropped)"
                    + ("; values are clipped to the stated bounds." if bounded else "."))
+        out += self._whole_bounds()
         if self.public_keys:
             out.append("Rows whose key is not among the public keys are left out.")
         elif plan.selection is not None and not len(self):
             out.append(f"No group was released: {selection_needs(plan)}.")
+        return out
+
+    def _whole_bounds(self) -> list[str]:
+        """A note per aggregate whose intervals span its whole bounds in some groups (from the
+        released values only): they say nothing there."""
+        out = []
+        for name, est in self.estimates.items():
+            step = self.plan.steps.get(name) if name not in self.derived else None
+            lo, hi = step.aggregate.value_range() if step is not None else (-np.inf, np.inf)
+            if not (np.isfinite(lo) and np.isfinite(hi)) or not est.low.size:
+                continue
+            whole = int(np.count_nonzero((est.low <= lo) & (est.high >= hi)))
+            if whole:
+                out.append(f"{whole} of {est.low.size} intervals of {name} are the whole bounds "
+                           f"[{lo:g}, {hi:g}]: those groups are too small for the noise at this "
+                           "epsilon (raise it, bound fewer groups per unit, or group more coarsely).")
         return out
 
     def curator_notes(self) -> list[str]:
