@@ -36,9 +36,10 @@ Thm 6) whatever the candidate set, because the base measure is data independent.
 The interval (Drechsler et al. 2022: exponential-mechanism draws for the ends, here with a noisy
 rank check). Two more draws aim s ranks below and above t (`rank_margin`), giving candidates L and
 H. Their base measure counts only every 2^bits-th grid value (`candidate_spacing`, about 2^16
-candidates, integers among them when the grid is dyadic): still fixed by the bounds, so the same
-proof holds, and a tied value then competes with 2^-bits as many empty values around it, so the
-candidate lands on the tie instead of past it.
+candidates, integers among them when the grid is dyadic), with the value draw's dyadic weights
+above that level: still fixed by the bounds, so the same proof holds, and a tied integer then
+outweighs the ~2^10 empty candidates beside it (they took 35% of the ends on integer data, which
+then failed their checks), so the candidate lands on the tie instead of past it.
 
 A noisy rank certifies each candidate: L <= v exactly when B(L) < q·n, so D̃ = B(L) - q·n + Z,
 with Z the noise of a Laplace (or Gaussian) mechanism of sensitivity m·max(q, 1-q) (the same
@@ -112,18 +113,26 @@ def grid_cells(lo: float, hi: float) -> int:
 
 
 def candidate_spacing(lo: float, hi: float, cells: int) -> Spacing:
-    """The interval candidates' spacing: every 2^bits-th grid value, bits leaving about 2^16 of
-    them, counted from lo's index on the dyadic grid (so integers stay candidates) or from lo."""
+    """The interval candidates' base measure: every 2^bits-th grid value, bits leaving about 2^16
+    of them, counted from lo's index on the dyadic grid (so integers stay candidates) or from lo,
+    each weighing 2^(l - bits) more per coarser dyadic level l it lies on (`value_spacing`)."""
     bits = max(cells.bit_length() - 1 - CANDIDATE_CELLS_LOG2, 0)
-    k = lo / ((hi - lo) / cells)
-    return bits, (int(k) if k == math.floor(k) and abs(k) < 2**53 else 0)
+    return bits, *value_spacing(lo, hi, cells)[1:]
 
 
 def value_spacing(lo: float, hi: float, cells: int) -> Spacing:
     """The value draw's base measure: every grid value, each weighing 2^l more for each dyadic
     level l up to the grid's top whose multiples it lies on (integers, halves, ... weigh most)."""
-    origin = candidate_spacing(lo, hi, cells)[1]
+    k = lo / ((hi - lo) / cells)
+    origin = int(k) if k == math.floor(k) and abs(k) < 2**53 else 0
     return 0, origin, max(abs(origin), abs(origin + cells)).bit_length()
+
+
+def total_mass(cells: int, spacing: Spacing) -> int:
+    """The base measure of the whole grid 0..cells."""
+    bits, origin, top = levels(spacing)
+    one = np.zeros(1, dtype=np.int64)
+    return int(_masses(one, one + cells + 1, origin, bits, top)[0])
 
 
 def rank_margin(step: PlannedStep, alpha: float) -> float:
@@ -504,8 +513,17 @@ class Quantile(Clipped):
         return self.bounds
 
     def accuracy(self, step: PlannedStep, alpha: float, n: int, *, rng: Rng | None) -> Accuracy:
-        """An upper bound in quantile levels: the interval spans about ±rank_margin ranks."""
-        return bound(float(min(1.0, rank_margin(step, alpha) / n)))
+        """An upper bound in quantile levels on how far an interval end lies from q·n, unless it
+        falls back to a bound: rank_margin, plus how far past its aim a candidate draw lands, at
+        most scale·ln(2M/α) ranks with probability 1 - α/2 when a candidate holds the aim's rank
+        (u = 0) among candidates of total mass M, each at least 1 (McSherry & Talwar 2007,
+        Thm 8). The typical reach is rank_margin plus a noise scale or two
+        (bench/quantile_coverage.py)."""
+        lo, hi = self.bounds
+        cells = grid_cells(lo, hi)
+        m = total_mass(cells, candidate_spacing(lo, hi, cells))
+        past = max(step.parts[p].scale for p in ("low", "high")) * math.log(2 * m / alpha)
+        return bound(float(min(1.0, (rank_margin(step, alpha) + past) / n)))
 
     def describe(self) -> str:
         lo, hi = self.bounds
