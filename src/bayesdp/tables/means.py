@@ -15,7 +15,15 @@ from bayesdp.noise import Rng
 from bayesdp.tables.accuracy import Accuracy
 from bayesdp.tables.aggregates import Noisy, budget, check_bounds, check_column, constructor
 from bayesdp.tables.engines.base import Diagnostics, ExactAggregates
-from bayesdp.tables.estimate import Estimate, FullGrid, PlannedStep, combined_width, estimate, noisy
+from bayesdp.tables.estimate import (
+    Estimate,
+    FullGrid,
+    PlannedStep,
+    combined_width,
+    combined_widths,
+    estimate,
+    noisy,
+)
 from bayesdp.tables.sums import Moments
 
 if TYPE_CHECKING:
@@ -26,6 +34,10 @@ if TYPE_CHECKING:
 # counts' in the other stage): the count's noise only multiplies μ - c, small, so most of α goes to
 # the sum's noise, which sets the width (see `Mean.estimate`).
 COUNT_ALPHA = 0.05
+# Grid of |μ - mid| over [0, r] on which the second stage's error quantiles are computed, and of
+# half-widths over [0, 2r] on which its interval is found (`_inverted`).
+DELTAS = 16
+TIMES = 512
 # A mean's stage-1 count must reach this many of its noise scales for the re-centred second stage:
 # below it the first estimate is too rough to centre on (simulated crossover, bench/RESULTS.md).
 MEAN_SWITCH = 15.0
@@ -85,18 +97,21 @@ class Mean(Moments):
         δ = μ - c, the error is exactly v - μ = (d·Z - δ·N)/n1 (Z the centred sum's noise). Off
         the event |N| > w_N (α_c = COUNT_ALPHA·α) and |Z| > h_Z (α - 2α_c), |v - μ|·n1 <=
         d·h_Z + |δ|·w_N with |δ| <= |v - μ| + |v - c|, so |v - μ| <= (A + B|v - c|)/(1 - B),
-        A = d·h_Z/n1, B = w_N/n1. The other stage has v - μ = (W_S - (μ - mid)·W_N)/n̂ with W_S,
-        W_N the averaged sums' and counts' noises, bounded alike (`combined_width`: their exact
-        quantiles, not a union over the parts). The branch depends on stage 1's count only:
-        Z, and the sums' noises, are independent of it, so a miss needs N's or W_N's event (α_c
-        each) or, in its branch, Z's or W_S's (α - 2α_c): at most α in all.
+        A = d·h_Z/n1, B = w_N/n1. The other stage has v - μ = (W_S - δ'·W_N)/n̂, δ' = μ - mid,
+        W_S = k_s·S1 + (1 - k_s)·S2 and W_N = k_n·N + (1 - k_n)·N2 the averaged sums' and
+        counts' noises. Off N's event, |v - μ|·n̂ <= |W_S - δ'(1 - k_n)·N2| + k_n·w_N·|δ'|, and
+        the first term's exact (1 - (α - α_c))-quantile Q(|δ'|) (`small_stage_quantiles`) holds
+        whatever δ' is: the interval is every μ meeting that bound (test inversion), which holds
+        the true μ unless the event of probability α - α_c happens. The branch depends on stage
+        1's count N only: Z, S1, S2 and N2 are independent of it, so a miss needs N's event
+        (α_c) or, in its branch, Z's or the other stage's (α - α_c): at most α in all.
         """
         mom = self.moments(exact, index)
         n, s = mom[:, 0], mom[:, 1]
         lo, hi = self.bounds
         mid = (lo + hi) / 2
         a_count = COUNT_ALPHA * alpha
-        a_sum = alpha - 2 * a_count
+        a_sum = alpha - a_count
         n1, w1 = noisy(step, "count", n, a_count, rng=rng)
         s1, _ = noisy(step, "sum", s - n * mid, a_sum, rng=rng)
         centre = np.clip(mid + s1 / np.maximum(n1, 1.0), lo, hi)
@@ -114,9 +129,9 @@ class Mean(Moments):
             s2, _ = noisy(step, "sum2", s[small] - n[small] * mid, a_sum, rng=rng)
             kn, ks = _inverse_variance(step, "count", "count2"), _inverse_variance(step, "sum", "sum2")
             n_hat, s_hat = kn * n1[small] + (1 - kn) * n2, ks * s1[small] + (1 - ks) * s2
-            wn, ws = second_stage_widths(step, alpha)
             value[small] = mid + s_hat / np.maximum(n_hat, 1.0)
-            low[small], high[small] = _error_interval(value[small], mid, ws, wn, n_hat, (lo, hi))
+            low[small], high[small] = _inverted(value[small], n_hat, kn * w1,
+                                                small_stage_quantiles(step, a_sum), (lo, hi))
         value = np.clip(value, lo, hi)
         return Estimate(value, np.clip(low, lo, hi), np.clip(high, lo, hi))
 
@@ -189,14 +204,43 @@ class Share(Mean):
 
 
 def second_stage_widths(step: PlannedStep, alpha: float) -> tuple[float, float]:
-    """Half-widths of a mean's averaged count (at COUNT_ALPHA·α) and sum (at the rest less the
-    stage-1 count's share, see `Mean.estimate`): quantiles of the averaged noises."""
+    """Half-widths of a mean's averaged count and sum (second stage), each at COUNT_ALPHA·α and
+    the rest: quantiles of the averaged noises (for the public half-width of `Mean.half_width`)."""
     kn, ks = _inverse_variance(step, "count", "count2"), _inverse_variance(step, "sum", "sum2")
     a_count = COUNT_ALPHA * alpha
     parts = step.parts
     return (combined_width(((parts["count"].mechanism, kn), (parts["count2"].mechanism, 1 - kn)), a_count),
             combined_width(((parts["sum"].mechanism, ks), (parts["sum2"].mechanism, 1 - ks)),
-                           alpha - 2 * a_count))
+                           alpha - a_count))
+
+
+def small_stage_quantiles(step: PlannedStep, alpha: float) -> np.ndarray:
+    """Q(δ_k), k = 0..DELTAS, δ_k = k·r/DELTAS: the (1 - α)-quantile of |W_S - δ_k(1 - k_n)·N2|
+    (see `Mean.estimate`), each by `combined_width`. Q grows with |δ| (Anderson 1955: the noises
+    are symmetric and unimodal), so Q(δ_(k+1)) bounds Q on [δ_k, δ_(k+1)]."""
+    kn, ks = _inverse_variance(step, "count", "count2"), _inverse_variance(step, "sum", "sum2")
+    r = (step.aggregate.value_range()[1] - step.aggregate.value_range()[0]) / 2
+    parts = step.parts
+    sums = ((parts["sum"].mechanism, ks), (parts["sum2"].mechanism, 1 - ks))
+    weights = tuple((1 - kn) * r * k / DELTAS for k in range(DELTAS + 1))
+    return combined_widths(sums, parts["count2"].mechanism, weights, alpha)
+
+
+def _inverted(value: np.ndarray, n: np.ndarray, c: float, q: np.ndarray, bounds: tuple[float, float]
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """v ± t*, t* the largest t with n·t <= Q(|v - mid| + t) + c·(|v - mid| + t) on a grid of t
+    (every μ = v ± t meeting the bound lies within; between grid points t_j <= t <= t_(j+1) it
+    needs n·t_j <= the right side at t_(j+1), which is larger). The whole bounds where n < 1."""
+    lo, hi = bounds
+    mid, r = (lo + hi) / 2, (hi - lo) / 2
+    t = np.linspace(0.0, 2 * r, TIMES + 1)
+    off = np.minimum(np.abs(value - mid)[:, None] + t[None, 1:], r)  # |δ'| <= |v - mid| + t <= r
+    right = q[np.minimum(np.ceil(off / r * DELTAS).astype(np.int64), DELTAS)] + c * off
+    meets = n[:, None] * t[None, :-1] <= right
+    last = np.where(meets.any(axis=1), TIMES - 1 - np.argmax(meets[:, ::-1], axis=1), 0)
+    half = t[last + 1]
+    known = n >= 1.0
+    return np.where(known, value - half, lo), np.where(known, value + half, hi)
 
 
 def _error_interval(value: np.ndarray, base: np.ndarray | float, a: np.ndarray | float, w_count: float,
