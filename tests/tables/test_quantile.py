@@ -441,14 +441,3 @@ def test_the_previews_quantile_bound_holds(kind):
     above = (np.searchsorted(xs, est.high, "right") - n / 2) / n
     kept = (est.low > 0) & (est.high < 100)
     assert np.sum(np.maximum(below, above)[kept] > stated) <= stats.binom.isf(1e-6, 300, 0.05)
-
-
-def test_interval_ends_on_tied_data_seldom_fall_back_to_a_bound():
-    # Integers 0-99, 200 rows each, ε = 1: an end's candidate aimed inside a tie block chose the
-    # 1,023 empty candidates past the tie (e^6.9 of its weight) and failed its check in 35% of
-    # runs; with the candidates' dyadic weights an integer outweighs them. Statistical, seeded:
-    # at a true rate <= 5%, more than binom.isf(1e-6, 300, 0.05) fallbacks in 300 has
-    # probability < 1e-6.
-    x = rng_for_tests(82).integers(0, 100, 20_000).astype(np.float64)
-    est, _, _ = _releases(pd.DataFrame({"x": x}), 0.5, 1.0, 300, seed=83)
-    assert np.sum((est.low == 0) | (est.high == 100)) <= stats.binom.isf(1e-6, 300, 0.05)
