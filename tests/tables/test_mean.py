@@ -74,11 +74,12 @@ def _run(agg, mu: float, n: int, epsilon: float, groups: int, seed: int, alpha: 
 
 
 # (aggregate, mean, n, ε): middle, skewed to a bound, small groups either side of the switch (near
-# 300 at ε = 1), a share near 0, a large group at ε = 0.1.
+# 300 at ε = 1), a share near 0, a large group at ε = 0.1, groups far smaller than the noise.
 CASES = [(bdp.mean("x", bounds=(0, 10)), 5.0, 2000, 1.0), (bdp.mean("x", bounds=(0, 10)), 0.4, 2000, 1.0),
          (bdp.mean("x", bounds=(0, 10)), 2.0, 200, 1.0), (bdp.mean("x", bounds=(0, 10)), 8.0, 320, 1.0),
          (bdp.mean("x", bounds=(0, 10)), 8.0, 280, 1.0), (bdp.mean("x", bounds=(0, 10)), 3.0, 40, 1.0),
-         (bdp.share("x > 0"), 0.02, 5000, 1.0), (bdp.share("x > 0"), 0.3, 100_000, 0.1)]
+         (bdp.share("x > 0"), 0.02, 5000, 1.0), (bdp.share("x > 0"), 0.3, 100_000, 0.1),
+         (bdp.mean("x", bounds=(0, 10)), 3.0, 20, 0.1), (bdp.share("x > 0"), 0.9, 10, 0.3)]
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))

@@ -229,16 +229,18 @@ def small_stage_quantiles(step: PlannedStep, alpha: float) -> np.ndarray:
 def _inverted(value: np.ndarray, n: np.ndarray, c: float, q: np.ndarray, bounds: tuple[float, float]
               ) -> tuple[np.ndarray, np.ndarray]:
     """v ± t*, t* the largest t with n·t <= Q(|v - mid| + t) + c·(|v - mid| + t) on a grid of t
-    (every μ = v ± t meeting the bound lies within; between grid points t_j <= t <= t_(j+1) it
-    needs n·t_j <= the right side at t_(j+1), which is larger). The whole bounds where n < 1."""
+    over [0, |v - mid| + r], as far as a mean in the bounds can lie from v (every μ = v ± t
+    meeting the bound lies within; between grid points t_j <= t <= t_(j+1) it needs n·t_j <= the
+    right side at t_(j+1), which is larger). The whole bounds where n < 1."""
     lo, hi = bounds
     mid, r = (lo + hi) / 2, (hi - lo) / 2
-    t = np.linspace(0.0, 2 * r, TIMES + 1)
-    off = np.minimum(np.abs(value - mid)[:, None] + t[None, 1:], r)  # |δ'| <= |v - mid| + t <= r
+    away = np.abs(value - mid)
+    t = (away + r)[:, None] * np.linspace(0.0, 1.0, TIMES + 1)[None, :]
+    off = np.minimum(away[:, None] + t[:, 1:], r)  # |δ'| <= |v - mid| + t and <= r
     right = q[np.minimum(np.ceil(off / r * DELTAS).astype(np.int64), DELTAS)] + c * off
-    meets = n[:, None] * t[None, :-1] <= right
-    last = np.where(meets.any(axis=1), TIMES - 1 - np.argmax(meets[:, ::-1], axis=1), 0)
-    half = t[last + 1]
+    meets = n[:, None] * t[:, :-1] <= right
+    last = TIMES - 1 - np.argmax(meets[:, ::-1], axis=1)  # meets[:, 0] holds: n·0 <= Q
+    half = np.take_along_axis(t, last[:, None] + 1, axis=1)[:, 0]
     known = n >= 1.0
     return np.where(known, value - half, lo), np.where(known, value + half, hi)
 
