@@ -3,7 +3,9 @@
 Every interval covers the noise only (not the bias from clipping or bounding, which the release
 reports as counts beside it): with probability at least 1 - α the exact bounded value lies in
 it. An aggregate made of several noisy parts gives each part α/parts (union bound), and the
-interval is the range of the estimator over the parts' intervals (interval arithmetic). Each
+interval is the range of the estimator over the parts' intervals (interval arithmetic), or
+bounds the estimator's own error by the exact quantiles of its noises' combinations (a mean:
+`combined_widths`, `means.py`). Each
 aggregate kind computes its own (`Aggregate.estimate`); this module holds what they share,
 including `PlannedStep`: a plan's step as the kinds read it, so they never import the plan.
 """
