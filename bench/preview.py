@@ -8,6 +8,8 @@ The person is the unit (8 groups each, one row per group); per year: persons, th
 asked at the true group size (545). Each of `--runs` releases gives 8 realised half-widths and
 absolute errors against the exact bounded values; printed: their averages, the preview's
 figures (a mean's for the middle of its bounds and at most), and the ratio realised/preview.
+Then a share of 555,849 rows at ε = 0.1 placed at 0.5, 0.1, 0.01 and 0.001: its realised figures
+(4,000 groups through the release's estimator) against the preview's maxima.
 """
 
 from __future__ import annotations
@@ -51,6 +53,21 @@ def main() -> None:
         print(f"{k:<9} {hw:>11.4g} {p['half_width']:>9.4g} {p['half_width_max']:>8.4g} "
               f"{hw / p['half_width']:>6.2f}   {err:>10.4g} {p['abs_error']:>9.4g} "
               f"{p['abs_error_max']:>8.4g} {err / p['abs_error']:>6.2f}", flush=True)
+    shares()
+
+
+def shares() -> None:
+    import pandas as pd
+
+    n = 555_849
+    q = bdp.table(pd.DataFrame({"x": [0.0, 1.0]}), None).agg(s=bdp.share("x > 0"))
+    p = q.preview(0.1, group_size=n).iloc[0]
+    step = q.plan(0.1).steps["s"]
+    for share in (0.5, 0.1, 0.01, 0.001):
+        hw, err = step.aggregate._simulated(step, 0.05, n, share, rng=np.random.default_rng(1))
+        print(f"share {share:<6} half-width {hw:.3g} / max {p['half_width_max']:.3g} = "
+              f"{hw / p['half_width_max']:.2f}; abs error {err:.3g} / max {p['abs_error_max']:.3g} = "
+              f"{err / p['abs_error_max']:.2f}", flush=True)
 
 
 if __name__ == "__main__":

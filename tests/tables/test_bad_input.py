@@ -65,8 +65,13 @@ def test_histogram_bins_are_bounded():
 
 def test_engine_input_errors_say_what_to_do(tmp_path):
     text = pd.DataFrame({"u": range(3), "x": pd.Series([1.0, "n/a", 2.0], dtype=object)})
-    with pytest.raises(DataError, match="'x' of s holds VARCHAR values, not numbers: convert it"):
+    with pytest.raises(DataError, match=r"'x' of s holds VARCHAR values, not numbers: give the "
+                                        r"expression CAST\(x AS DOUBLE\) in its place"):
         bdp.table(text, "u").agg(s=bdp.sum("x", bounds=(0, 2)))
+    # ... which works: 'n/a' becomes null and is left out.
+    out = bdp.table(text, "u").agg(s=bdp.sum("CAST(x AS DOUBLE)", bounds=(0, 2))).release(
+        1.0, rng=rng_for_tests(1)).to_pandas()
+    assert np.isfinite(out["s"]).all()
     (tmp_path / "empty.csv").write_text("")
     with pytest.raises(DataError, match="is empty"):
         bdp.table(tmp_path / "empty.csv", None)

@@ -247,3 +247,32 @@ def test_rows_as_units_release_what_a_unique_id_releases(events):
                        r"without a privacy unit \(privacy_unit=None"):
         bdp.table(frame, None).group_by("campaign").agg(n=bdp.count()).release(1.0, 1e-6,
                                                                            max_groups_per_unit=2)
+
+
+def test_a_release_without_groups_says_so_and_what_a_group_needs():
+    # 90 counties of one person each, groups from the data: partition selection keeps none. The
+    # number of groups released is a DP output, so saying it is zero leaks nothing more.
+    df = pd.DataFrame({"u": np.arange(90), "county": np.arange(90)})
+    q = bdp.table(df, "u").group_by("county").agg(n=bdp.count())
+    with pytest.warns(UserWarning, match="no group was released: partition selection releases a "
+                                         "group with probability 1/2 when it has about 175 us"):
+        r = q.release(1.0, 1e-6, max_groups_per_unit=7, rng=rng_for_tests(1))
+    assert len(r) == 0
+    assert "No group was released: partition selection releases a group with probability 1/2 " \
+           "when it has about 175 us, and 95% at 207." in r.explain()
+
+
+def test_intervals_that_are_the_whole_bounds_are_named(tmp_path):
+    # 20 people per group at ε = 0.3: every mean interval is [0, 10], and explain() and the
+    # report say so (from the released values alone, so it costs nothing).
+    from bayesdp.report import write_release_report
+
+    df = pd.DataFrame({"u": range(40), "g": ["a", "b"] * 20, "x": np.arange(40.0) % 7})
+    r = bdp.table(df, "u").group_by("g", keys=["a", "b"]).agg(
+        m=bdp.mean("x", bounds=(0, 10)), n=bdp.count()).release(0.3, max_groups_per_unit=1,
+                                                                rng=rng_for_tests(1))
+    out = r.to_pandas()
+    assert (out["m_low"] == 0).all() and (out["m_high"] == 10).all()
+    note = "2 of 2 intervals of m are the whole bounds [0, 10]"
+    assert note in r.explain() and "intervals of n" not in r.explain()
+    assert note in write_release_report(r, tmp_path / "r.html").read_text()

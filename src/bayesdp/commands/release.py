@@ -221,7 +221,7 @@ def render(release: tables.Release) -> RichTable:
     df = release.to_pandas()
     keys = list(release.keys.columns)
     values = [c for c in df.columns if c not in keys and not c.endswith(("_low", "_high"))]
-    out = RichTable(title=f"{len(df)} group(s), {1 - release.alpha:.0%} intervals")
+    out = RichTable(title=f"{len(df)} group(s), {release.coverage_label()}")
     for c in keys:
         out.add_column(c)
     for c in values:

@@ -49,7 +49,8 @@ def _plot(release: Release, name: str) -> str:
                     fmt="o", ms=3, capsize=2)
     ax.set_yticks(y, labels)
     ax.set_ylabel(", ".join(map(str, release.keys.columns)))
-    ax.set_title(f"{name} = {release.describe(name)} (bars: {1 - release.alpha:.0%} intervals)", fontsize=10)
+    ax.set_title(f"{name} = {release.describe(name)} (bars: {release.coverage(name):.0%} intervals)",
+                 fontsize=10)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90)

@@ -63,6 +63,7 @@ def release_json(release: Release, request: dict[str, Any], options: dict[str, A
         "estimates": {n: {"value": _array(e.value), "low": _array(e.low), "high": _array(e.high)}
                       for n, e in public.estimates.items()},
         "derived": dict(public.derived),
+        "coverages": dict(public.coverages),
         "output_columns": list(public.columns),
         "label": public.label,
         "dataset": public.dataset,
@@ -83,5 +84,6 @@ def release_from_json(doc: dict[str, Any]) -> Release:
                  for n, e in doc["estimates"].items()}
     return Release(keys, estimates=estimates, plan=plan_from_json(doc["plan"]), alpha=float(doc["alpha"]),
                    diagnostics=None, public_keys=bool(doc["public_keys"]), derived=dict(doc["derived"]),
-                   columns=tuple(doc["output_columns"]), label=doc["label"], dataset=doc["dataset"],
+                   coverages=dict(doc["coverages"]), columns=tuple(doc["output_columns"]),
+                   label=doc["label"], dataset=doc["dataset"],
                    created=datetime.fromtimestamp(doc["created"], UTC))

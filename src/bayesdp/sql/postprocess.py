@@ -43,17 +43,18 @@ def rehearse(t: Translation) -> None:
 
 def finish(t: Translation, release: Release) -> Release:
     """The release the query asks for: its SELECT list, then HAVING, ORDER BY, OFFSET and LIMIT."""
-    frame, values, derived = _apply(t, release.keys, release.estimates, release.alpha)
-    return replace(release, keys=frame, estimates=values, derived=derived,
+    frame, values, derived, coverages = _apply(t, release.keys, release.estimates, release.alpha)
+    return replace(release, keys=frame, estimates=values, derived=derived, coverages=coverages,
                    columns=tuple(o.name for o in t.outputs))
 
 
 def _apply(t: Translation, released_keys: pd.DataFrame, estimates: dict[str, Estimate], alpha: float
-           ) -> tuple[pd.DataFrame, dict[str, Estimate], dict[str, str]]:
+           ) -> tuple[pd.DataFrame, dict[str, Estimate], dict[str, str], dict[str, float]]:
     ev = _Evaluator(t, released_keys, estimates)
     keys: dict[str, np.ndarray] = {}
     values: dict[str, Estimate] = {}
     derived: dict[str, str] = {}
+    coverages: dict[str, float] = {}
     for out in t.outputs:
         if out.key is not None:
             keys[out.name] = released_keys[out.key].to_numpy()
@@ -61,6 +62,7 @@ def _apply(t: Translation, released_keys: pd.DataFrame, estimates: dict[str, Est
         values[out.name] = ev.value(out.node)
         if t.aggregates.get(out.node) != out.name or out.node in t.squared or not _is_call(out.node):
             k = len(set(_aggregate_calls(out.node)))
+            coverages[out.name] = 1 - k * alpha
             derived[out.name] = (f"{t.call(out.node)}, computed from released values; its interval "
                                  f"covers with probability ≥ {1 - k * alpha:.0%}")
     ev.outputs = {**{n: Estimate(v, v, v) for n, v in keys.items()}, **values}
@@ -78,7 +80,8 @@ def _apply(t: Translation, released_keys: pd.DataFrame, estimates: dict[str, Est
         rows = rows[ranked.index.to_numpy()]
     rows = rows[t.offset:] if t.limit is None else rows[t.offset:t.offset + t.limit]
     frame = pd.DataFrame({n: v[rows] for n, v in keys.items()}, index=pd.RangeIndex(len(rows)))
-    return frame, {n: Estimate(e.value[rows], e.low[rows], e.high[rows]) for n, e in values.items()}, derived
+    kept = {n: Estimate(e.value[rows], e.low[rows], e.high[rows]) for n, e in values.items()}
+    return frame, kept, derived, coverages
 
 
 class _Evaluator:

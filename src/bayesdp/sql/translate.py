@@ -649,7 +649,7 @@ class _Translator:
         # COUNT(x) counts the rows where x is not null: the sum of a 0/1 indicator.
         present = exp.Case(ifs=[exp.If(this=exp.Not(this=exp.Is(this=arg.copy(), expression=exp.Null())),
                                        true=exp.Literal.number(1))], default=exp.Literal.number(0))
-        return tables.sum(self._row_expression(present, f"the argument of {self.written(agg)}").text, (0, 1))
+        return tables.count_where(self._row_expression(present, f"the argument of {self.written(agg)}").text)
 
     def _unit_count(self, agg: exp.Count, named: dict[str, exp.Expr]) -> bigquery.UnitAggregate:
         """COUNT in the BigQuery clause: each unit's count (of rows, or of non-null values) in the

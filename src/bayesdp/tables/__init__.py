@@ -3,7 +3,7 @@ selection, noise with confidence intervals, on DuckDB (engines behind `engines.b
 
 from bayesdp.tables.aggregates import Aggregate
 from bayesdp.tables.cdf import CdfRelease
-from bayesdp.tables.counts import count, count_units
+from bayesdp.tables.counts import count, count_units, count_where
 from bayesdp.tables.deviations import std
 from bayesdp.tables.histograms import histogram
 from bayesdp.tables.means import mean, share
@@ -24,6 +24,7 @@ __all__ = [
     "Table",
     "count",
     "count_units",
+    "count_where",
     "histogram",
     "mean",
     "quantile",

@@ -1,4 +1,5 @@
-"""Counts per group: distinct privacy units (`count_units`) and kept rows (`count`)."""
+"""Counts per group: distinct privacy units (`count_units`), kept rows (`count`) and kept rows
+where a 0/1 value is 1 (`count_where`)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import numpy as np
 
 from bayesdp.noise import Rng
 from bayesdp.tables.accuracy import Accuracy, one_noise
-from bayesdp.tables.aggregates import Aggregate, Noisy, budget, constructor
+from bayesdp.tables.aggregates import Aggregate, Noisy, budget, check_column, constructor
 from bayesdp.tables.engines.base import ExactAggregates
 from bayesdp.tables.estimate import Estimate, FullGrid, PlannedStep, plus_minus, take
+from bayesdp.tables.sums import Sum
 
 
 @dataclass(frozen=True)
@@ -76,3 +78,27 @@ def count_units(*, weight: float = 1.0, epsilon: float | None = None) -> CountUn
 def count(*, weight: float = 1.0, epsilon: float | None = None) -> Count:
     """Number of rows in each group after bounding (sensitivity max_rows_per_group)."""
     return Count(**budget(weight, epsilon))
+
+
+@dataclass(frozen=True)
+class CountWhere(Sum):
+    """Kept rows per group where a 0/1 value is 1 (SQL's COUNT(x): x not null): the sum of the
+    value in bounds (0, 1), released with discrete noise, so the count is an integer (Canonne,
+    Kamath & Steinke 2020; one unit moves it by at most max_rows_per_group)."""
+
+    kind: ClassVar[str] = "count_where"
+    noisy: ClassVar[tuple[Noisy, ...]] = (Noisy("sum", 1.0, integer=True),)
+
+    def describe(self) -> str:
+        return f"count_where({self.column!r})"
+
+    def arguments(self) -> dict[str, str]:
+        return {"indicator": self.column}
+
+
+@constructor
+def count_where(indicator: str, *, weight: float = 1.0, epsilon: float | None = None) -> CountWhere:
+    """Rows in each group where `indicator` (a column or row expression worth 0 or 1, such as
+    `CASE WHEN x IS NOT NULL THEN 1 ELSE 0 END`) is 1, as an integer (sensitivity
+    max_rows_per_group)."""
+    return CountWhere(check_column(indicator), bounds=(0.0, 1.0), **budget(weight, epsilon))

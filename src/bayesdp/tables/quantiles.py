@@ -6,8 +6,15 @@ smallest value v with #{x <= v} >= q·n. Values are clipped to the bounds [lo, h
 the grid lo + j·w, j = 0..cells (`grid_cells`); rounding is monotone, so the grid quantile is the
 true quantile rounded to the grid, at most w/2 away.
 
-The value. Every grid value j is a candidate output with base measure 1 (counting measure on the
-grid, fixed by the public bounds, so it does not depend on the data). Its utility is the
+The value. Every grid value j is a candidate output. Its base measure (`value_spacing`) is fixed by
+the public bounds, so it does not depend on the data: 1, plus 2^l for each dyadic level l up to the
+grid's top whose multiples j lies on (lo + j·w an integer, a half, ...). Under the counting measure
+alone the ~2^21 empty values between two tied integers outweighed the tie by e^14.5, so at user
+level (noise scales ∝ max_rows) a tie was drawn exactly only if q·n lay more than 14.5 noise scales
+inside its block; with the dyadic levels an integer weighs about as much as the empty values around
+it, and a tie is drawn exactly once q·n lies a few scales inside. The utility theorem's
+log(μ(all)/μ(best)) grows by at most log(top + 2), about 3.3 noise scales of rank error at worst
+(McSherry & Talwar 2007, Thm 8). Its utility is the
 closed-rank utility (the exponential mechanism for the median of Smith 2011, with each grid value
 its own candidate so that ties keep their rank interval; Drechsler et al. 2022, "Non-parametric
 differentially private confidence intervals for the median", treat the ranks of tied data alike):
@@ -16,8 +23,8 @@ differentially private confidence intervals for the median", treat the ranks of 
 
 c a public constant. The value holding rank t (B < t <= A) scores 0, so a value shared by many
 rows, an integer age say, is drawn exactly. Empty grid values between two occupied ones share one
-utility and form a run; a draw picks a run with probability ∝ size·exp(u/scale), then a grid
-value uniformly inside it (McSherry & Talwar 2007, exponential mechanism with base measure μ).
+utility and form a run; a draw picks a run with probability ∝ μ(run)·exp(u/scale), then a grid
+value inside it ∝ μ (`pick`; McSherry & Talwar 2007, exponential mechanism with base measure μ).
 
 Sensitivity (add/remove of one unit with k <= m rows in the group, m = max_rows): B(j) grows by
 k1 and A(j) by k2 with 0 <= k1 <= k2 <= k (a row below j is at or below j), t by q·k. Then
@@ -57,6 +64,7 @@ from itertools import pairwise
 from typing import ClassVar
 
 import numpy as np
+from numba import njit
 
 from bayesdp.errors import check_open_unit
 from bayesdp.noise import Rng, bernoulli_exp
@@ -88,8 +96,9 @@ MAX_ROUND = 1 << 16
 # Window cells of the groups whose draws run together (see `chunks`).
 CHUNK_CELLS = 1 << 15
 
-# (bits, origin): the candidates are the grid values j with j + origin a multiple of 2^bits.
-Spacing = tuple[int, int]
+# (bits, origin[, top]): the candidates are the grid values j with j + origin a multiple of 2^bits;
+# with top, j weighs 2^(l - bits) for each l in bits..top with 2^l dividing j + origin (`run_mass`).
+Spacing = tuple[int, int] | tuple[int, int, int]
 
 
 def grid_cells(lo: float, hi: float) -> int:
@@ -104,10 +113,26 @@ def grid_cells(lo: float, hi: float) -> int:
 
 def candidate_spacing(lo: float, hi: float, cells: int) -> Spacing:
     """The interval candidates' spacing: every 2^bits-th grid value, bits leaving about 2^16 of
-    them, counted from lo's index on the dyadic grid (so integers stay candidates) or from lo."""
+    them, counted from lo's index on the dyadic grid (so integers stay candidates) or from lo.
+    Unlike the value draw's, no coarser level weighs more: a round value near q·n would pull a
+    candidate past q·n and fail its check (at user level, 70% of the ends on continuous data)."""
     bits = max(cells.bit_length() - 1 - CANDIDATE_CELLS_LOG2, 0)
+    return bits, value_spacing(lo, hi, cells)[1]
+
+
+def value_spacing(lo: float, hi: float, cells: int) -> Spacing:
+    """The value draw's base measure: every grid value, each weighing 2^l more for each dyadic
+    level l up to the grid's top whose multiples it lies on (integers, halves, ... weigh most)."""
     k = lo / ((hi - lo) / cells)
-    return bits, (int(k) if k == math.floor(k) and abs(k) < 2**53 else 0)
+    origin = int(k) if k == math.floor(k) and abs(k) < 2**53 else 0
+    return 0, origin, max(abs(origin), abs(origin + cells)).bit_length()
+
+
+def total_mass(cells: int, spacing: Spacing) -> int:
+    """The base measure of the whole grid 0..cells."""
+    bits, origin, top = levels(spacing)
+    one = np.zeros(1, dtype=np.int64)
+    return int(_masses(one, one + cells + 1, origin, bits, top)[0])
 
 
 def rank_margin(step: PlannedStep, alpha: float) -> float:
@@ -213,12 +238,55 @@ def distance(lo: np.ndarray, hi: np.ndarray, aim: np.ndarray | float) -> np.ndar
     return d
 
 
-def run_mass(runs: Runs, spacing: Spacing) -> np.ndarray:
-    """Per run, how many of its grid values j are candidates: j + origin a multiple of 2^bits."""
-    bits, origin = spacing
-    a = runs.first + origin
-    mass: np.ndarray = ((a + runs.size - 1) >> bits) - ((a - 1) >> bits)
+def levels(spacing: Spacing) -> tuple[int, int, int]:
+    """(bits, origin, top) of a spacing; a spacing without `top` has the one level bits."""
+    return spacing[0], spacing[1], (spacing[2] if len(spacing) == 3 else spacing[0])
+
+
+@njit(cache=True, nogil=True)
+def _masses(first: np.ndarray, size: np.ndarray, origin: int, bits: int, top: int) -> np.ndarray:
+    """`run_mass` per run, compiled: the levels' counts of multiples in [a, a + size), a = first +
+    origin, each run at once (a loop of numpy passes over the levels took seconds on 10^6 runs)."""
+    mass = np.zeros(first.size, np.int64)
+    for i in range(first.size):
+        a = first[i] + origin
+        for level in range(bits, top + 1):
+            mass[i] += (((a + size[i] - 1) >> level) - ((a - 1) >> level)) << (level - bits)
     return mass
+
+
+@njit(cache=True, nogil=True)
+def _picks(first: np.ndarray, size: np.ndarray, r: np.ndarray, origin: int, bits: int,
+           top: int) -> np.ndarray:
+    """`pick` per run, compiled."""
+    out = np.empty(first.size, np.int64)
+    for i in range(first.size):
+        a, left = first[i] + origin, r[i]
+        for level in range(bits, top + 1):
+            low = ((a - 1) >> level) + 1  # the run's first multiple of 2^level, in units of it
+            weight = ((((a + size[i] - 1) >> level) + 1 - low) << (level - bits))
+            if left < weight:
+                out[i] = ((low + (left >> (level - bits))) << level) - origin
+                break
+            left -= weight
+    return out
+
+
+def run_mass(runs: Runs, spacing: Spacing) -> np.ndarray:
+    """Per run, the base measure of its grid values: j weighs 2^(l - bits) for each level l in
+    bits..top with j + origin a multiple of 2^l (one level: the candidates' count)."""
+    bits, origin, top = levels(spacing)
+    mass: np.ndarray = _masses(runs.first.astype(np.int64), runs.size.astype(np.int64), origin, bits, top)
+    return mass
+
+
+def pick(first: np.ndarray, size: np.ndarray, r: np.ndarray, spacing: Spacing) -> np.ndarray:
+    """The grid value that r in [0, mass) of the run (first, size) points to, level by level in
+    the order `run_mass` adds them: uniform r picks each value with probability ∝ its weight."""
+    bits, origin, top = levels(spacing)
+    out: np.ndarray = _picks(first.astype(np.int64), size.astype(np.int64), np.asarray(r, np.int64),
+                             origin, bits, top)
+    return out
 
 
 def run_scores(runs: Runs, aim: np.ndarray | float, scale: float, spacing: Spacing = (0, 0)) -> np.ndarray:
@@ -273,7 +341,6 @@ def draws(step: PlannedStep, part: str, runs: Runs, aim: np.ndarray, whole: Call
     mass, owner, m, start = cand.mass, cand.owner, cand.m, cand.start
     scores = _scores(mass[cand.live], runs.rank_lo[cand.live], runs.rank_hi[cand.live], aim[owner], scale)
     gaps = (np.maximum.reduceat(scores, start)[owner] - scores) / scale
-    bits, origin = spacing
     out = np.empty(aim.size, dtype=np.int64)
     envelope = Envelope.of(gaps, owner, m)
     pending, size = np.arange(aim.size), envelope.first_round()
@@ -283,7 +350,7 @@ def draws(step: PlannedStep, part: str, runs: Runs, aim: np.ndarray, whole: Call
         accepted = np.flatnonzero(bernoulli_exp(gamma, rng))
         group, first = np.unique(proposer[accepted], return_index=True)  # the first kept per group
         i = cand.live[proposal[accepted[first]]]
-        j = ((((runs.first[i] + origin - 1) >> bits) + 1 + rng.integers(0, mass[i])) << bits) - origin
+        j = pick(runs.first[i], runs.size[i], rng.integers(0, mass[i]), spacing)
         ok = runs.exact[i].copy()
         if not ok.all():
             grid, out_of = whole(), np.flatnonzero(~ok)
@@ -387,7 +454,7 @@ def quantile_draws(step: PlannedStep, win: CellWindow, spec: Cells, index: np.nd
     q, width = agg.q, (hi - lo) / spec.cells
     if not index.size:
         return Estimate(np.empty(0), np.empty(0), np.empty(0))
-    spacing = candidate_spacing(lo, hi, spec.cells)
+    spacing, measure = candidate_spacing(lo, hi, spec.cells), value_spacing(lo, hi, spec.cells)
     s = rank_margin(step, alpha)
     low_check, high_check = step.parts["low_rank"].mechanism, step.parts["high_rank"].mechanism
     w_low, w_high = float(low_check.interval(alpha)), float(high_check.interval(alpha))
@@ -404,7 +471,7 @@ def quantile_draws(step: PlannedStep, win: CellWindow, spec: Cells, index: np.nd
         sub, aim = index[part], t[part]
         runs = window_runs(spec.cells, win, sub)
         whole = cache(lambda sub=sub: window_runs(spec.cells, whole_window(), sub))
-        value[part] = draws(step, "value", runs, aim, whole, rng=rng)
+        value[part] = draws(step, "value", runs, aim, whole, measure, rng=rng)
         # Candidates s ranks below and above t, each kept only if its noisy rank certifies it.
         both = Candidates.of(runs, spacing, sub.size)
         j_low[part] = draws(step, "low", runs, aim - s, whole, spacing, rng=rng, candidates=both)
@@ -446,8 +513,17 @@ class Quantile(Clipped):
         return self.bounds
 
     def accuracy(self, step: PlannedStep, alpha: float, n: int, *, rng: Rng | None) -> Accuracy:
-        """An upper bound in quantile levels: the interval spans about ±rank_margin ranks."""
-        return bound(float(min(1.0, rank_margin(step, alpha) / n)))
+        """An upper bound in quantile levels on how far an interval end lies from q·n, unless it
+        falls back to a bound: rank_margin, plus how far past its aim a candidate draw lands, at
+        most scale·ln(2M/α) ranks with probability 1 - α/2 when a candidate holds the aim's rank
+        (u = 0) among candidates of total mass M, each at least 1 (McSherry & Talwar 2007,
+        Thm 8). The typical reach is rank_margin plus a noise scale or two
+        (bench/quantile_coverage.py)."""
+        lo, hi = self.bounds
+        cells = grid_cells(lo, hi)
+        m = total_mass(cells, candidate_spacing(lo, hi, cells))
+        past = max(step.parts[p].scale for p in ("low", "high")) * math.log(2 * m / alpha)
+        return bound(float(min(1.0, (rank_margin(step, alpha) + past) / n)))
 
     def describe(self) -> str:
         lo, hi = self.bounds

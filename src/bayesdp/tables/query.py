@@ -55,7 +55,7 @@ from bayesdp.tables.joins import (
     public_engine,
 )
 from bayesdp.tables.plan import Plan, make_plan
-from bayesdp.tables.release import Release
+from bayesdp.tables.release import Release, selection_needs
 from bayesdp.tables.source import check_column, engine_for
 
 # Bounding that drops more than this share of the rows warns the curator (CuratorWarning).
@@ -264,9 +264,15 @@ def _not_numeric(engine: Engine, column: str, name: str) -> DataError:
     if column not in engine.schema():
         return DataError(f"the expression {column!r} of {name} does not give numbers: CAST it to a "
                          "number or compare it (a true/false expression counts as 1 or 0)")
-    return DataError(f"column {column!r} of {name} holds {engine.schema()[column]} values, not "
-                     "numbers: convert it to a numeric type first (text such as 'n/a' to null), "
-                     "or choose a numeric column")
+    kind = str(engine.schema()[column])
+    if kind.upper() in ("VARCHAR", "STRING", "TEXT"):  # DuckDB's and Spark's names for text
+        ident = column if column.isidentifier() else '"' + column.replace('"', '""') + '"'
+        advice = (f"give the expression CAST({ident} AS DOUBLE) in its place (text that is not a "
+                  "number, such as 'n/a', becomes null and is left out)")
+    else:
+        advice = "convert it to a numeric type first"
+    return DataError(f"column {column!r} of {name} holds {kind} values, not numbers: {advice}, or "
+                     "choose a numeric column")
 
 
 def _public_keys(keys: Sequence[Any], width: int) -> tuple[tuple[Any, ...], ...]:
@@ -500,6 +506,11 @@ class Query:
         _warn_dropped(exact.diagnostics, plan)
         _warn_defined(exact.diagnostics, self.table.privacy_unit)
         index, keys = self._released(plan, exact.groups, exact.units, rng=gen)
+        if plan.selection is not None and not index.size:  # the number of groups is a DP output
+            warnings.warn(f"no group was released: {selection_needs(plan)}; raise epsilon or delta, "
+                          "lower max_groups_per_unit, group more coarsely, or give public keys",
+                          UserWarning, stacklevel=2)
+
         def full_grid(cells: Cells) -> CellWindow:
             # The same seed keeps the same rows, so this reads the grid of the same bounded data.
             again = replace(request, measures=(), cells=(cells,), bins=())

@@ -34,7 +34,9 @@ class Release:
     seen by someone other than the data holder (`public()`, or one rebuilt from a service's
     answer) has `diagnostics=None`.
     `derived` describes columns computed from released values (post-processing, e.g. by SQL),
-    which have no step in the plan; `columns` orders the output (default: keys, then aggregates).
+    which have no step in the plan, and `coverages` the level of those whose interval covers
+    with another probability than 1 - α (e.g. ≥ 1 - 2α for SUM(a) / COUNT(*), from two
+    intervals); `columns` orders the output (default: keys, then aggregates).
     """
 
     keys: pd.DataFrame
@@ -46,6 +48,7 @@ class Release:
     public_keys: bool
     derived: dict[str, str] = field(default_factory=dict)
     columns: tuple[str, ...] = ()
+    coverages: dict[str, float] = field(default_factory=dict)
     label: str | None = None
     dataset: str | None = None
     created: datetime = field(default_factory=lambda: datetime.now(UTC))
@@ -79,6 +82,15 @@ class Release:
         """What the released column `name` is: its aggregate, or how it was derived."""
         return self.derived.get(name) or self.plan.steps[name].aggregate.describe()
 
+    def coverage(self, name: str) -> float:
+        """The probability that the interval of the released column `name` covers (at least)."""
+        return self.coverages.get(name, 1 - self.alpha)
+
+    def coverage_label(self) -> str:
+        """The intervals' coverage in words: 1 - α, and each column whose own is less."""
+        others = [f"{n} ≥ {c:.0%}" for n, c in self.coverages.items() if c != 1 - self.alpha]
+        return f"{1 - self.alpha:.0%} intervals" + (f" ({', '.join(others)})" if others else "")
+
     def to_arrow(self) -> pyarrow.Table:
         import pyarrow as pa
 
@@ -99,14 +111,35 @@ class Release:
     def caveats(self) -> list[str]:
         """What the numbers do and do not cover, from public parameters only (publishable)."""
         plan = self.plan
-        out = [f"Intervals have {1 - self.alpha:.0%} coverage of the noise per value; they do "
-               "not cover the bias from clipping and contribution bounding."]
+        others = [f"{n}'s at least {c:.0%}" for n, c in self.coverages.items() if c != 1 - self.alpha]
+        out = [f"Intervals have {1 - self.alpha:.0%} coverage of the noise per value"
+               + (f" ({', '.join(others)}: computed from several intervals)" if others else "")
+               + "; they do not cover the bias from clipping and contribution bounding."]
         bounded = [s for s in plan.steps.values() if s.aggregate.reads() is not None]
         out.append(f"Each {plan.unit} counts with at most {plan.max_groups} group(s) and "
                    f"{plan.max_rows} row(s) per group (rows beyond are dropped)"
                    + ("; values are clipped to the stated bounds." if bounded else "."))
+        out += self._whole_bounds()
         if self.public_keys:
             out.append("Rows whose key is not among the public keys are left out.")
+        elif plan.selection is not None and not len(self):
+            out.append(f"No group was released: {selection_needs(plan)}.")
+        return out
+
+    def _whole_bounds(self) -> list[str]:
+        """A note per aggregate whose intervals span its whole bounds in some groups (from the
+        released values only): they say nothing there."""
+        out = []
+        for name, est in self.estimates.items():
+            step = self.plan.steps.get(name) if name not in self.derived else None
+            lo, hi = step.aggregate.value_range() if step is not None else (-np.inf, np.inf)
+            if not (np.isfinite(lo) and np.isfinite(hi)) or not est.low.size:
+                continue
+            whole = int(np.count_nonzero((est.low <= lo) & (est.high >= hi)))
+            if whole:
+                out.append(f"{whole} of {est.low.size} intervals of {name} are the whole bounds "
+                           f"[{lo:g}, {hi:g}]: those groups are too small for the noise at this "
+                           "epsilon (raise it, bound fewer groups per unit, or group more coarsely).")
         return out
 
     def curator_notes(self) -> list[str]:
@@ -149,3 +182,11 @@ class Release:
     def __repr__(self) -> str:
         return f"Release({len(self)} groups, {self.guarantee})"
 
+
+
+def selection_needs(plan: Plan) -> str:
+    """How many units a group needs for partition selection to release it (public parameters)."""
+    assert plan.selection is not None
+    half, most = plan.selection.threshold(), plan.selection.threshold(0.95)
+    return (f"partition selection releases a group with probability 1/2 when it has about "
+            f"{half:,} {plan.unit}s, and 95% at {most:,}")
