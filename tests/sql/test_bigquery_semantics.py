@@ -7,6 +7,7 @@ computation of BigQuery's definition: the exact value must lie in the interval (
 needs one of at most 16 intervals to miss: probability <= 1.6e-7), and the interval must be narrow,
 so that row-level bounding (one row per unit and group) would fail."""
 
+import datetime
 import re
 import warnings
 
@@ -212,3 +213,24 @@ def test_bad_arguments_are_refused_before_anything_is_spent(panel, tmp_path, opt
         bdp.sql(query, {"panel": panel}, ledger=ledger)
     assert query[info.value.start:].startswith(at)
     assert ledger.spent().epsilon == 0
+
+
+@pytest.mark.parametrize(("alpha", "meta", "words"), [
+    ("2", None, "alpha"),  # checked by the aggregates' release
+    ("0.05", {"tables": {"panel": {"columns": {"t": {"keys": ["noon"]}}}}}, "noon"),  # the engine's cast
+])
+def test_a_query_the_aggregates_release_refuses_spends_nothing_on_its_bounds(panel, tmp_path, alpha,
+                                                                             meta, words):
+    """COUNT(*) without bounds learns them in a release of its own: the aggregates' release is
+    checked first, so its refusal (the same on a neighbouring table) leaves the ledger untouched."""
+    timed = panel.assign(t=datetime.time(12, 0))
+    neighbour = pd.concat([timed, timed.iloc[:1].assign(uid=10_000)], ignore_index=True)
+    query = CLAUSE.replace("1e-8", alpha) + "t, COUNT(*) AS n FROM panel GROUP BY t"
+    said = []
+    for i, frame in enumerate((timed, neighbour)):
+        ledger = bdp.Ledger(tmp_path / f"{i}.db", budget=bdp.Guarantee(1000.0, delta=1e-5, unit="uid"))
+        with pytest.raises(bdp.errors.BayesdpError, match=words) as info:
+            bdp.sql(query, {"panel": frame}, metadata=meta, ledger=ledger)
+        assert ledger.spent().epsilon == 0
+        said.append((type(info.value), info.value.public_message))
+    assert said[0] == said[1]

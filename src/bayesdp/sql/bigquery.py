@@ -176,12 +176,12 @@ def _aggregate(agg: UnitAggregate, column: str, bounds: tuple[float, float], wei
 def learn_bounds(query: tables.Query, learn: Learn, options: dict[str, Any], *, ledger: Ledger | None,
                  rng: Rng | None, label: str) -> tuple[tables.Query, dict[str, Any], Guarantee]:
     """The query with its learnt bounds, the options of its release (ε less the bounds') and
-    the bounds' guarantee, after the bounds' own release: its plan and the aggregates' are
-    checked before it spends."""
+    the bounds' guarantee, after the bounds' own release: the aggregates' release is checked
+    (parameters, plan, the engine's binding of its statements) before the bounds spend."""
     epsilon = float(options["epsilon"])
     eps_bounds = learn.epsilon(epsilon)
     rest = {**options, "epsilon": epsilon - eps_bounds}
-    query.plan(**{k: v for k, v in rest.items() if k != "alpha"})  # public checks, before any spend
+    query.check(**rest)  # every check of the aggregates' release, before the bounds' spend
     histograms = {name: tables.histogram(column, list(EDGES)) for name, column in learn.columns.items()}
     gen = resolve_rng(rng)
     with warnings.catch_warnings():  # its dropped rows and noise are the bounds', said below

@@ -490,16 +490,13 @@ class Query:
         engine running out of memory or disk still fails, after the spend; its public message
         is generic, its exact facts in `private_detail`, for the data holder.
         """
-        plan = self.plan(epsilon, delta, max_groups_per_unit=max_groups_per_unit,
-                         max_rows_per_group=max_rows_per_group, noise=noise,
-                         selection_weight=selection_weight)
-        a = check_open_unit("alpha", alpha)
+        gen = resolve_rng(rng)
+        plan, a, request = self._checked(epsilon, delta, max_groups_per_unit=max_groups_per_unit,
+                                         max_rows_per_group=max_rows_per_group, alpha=alpha, noise=noise,
+                                         selection_weight=selection_weight, rng=gen)
         for w in usefulness_warnings(plan):
             warnings.warn(w, UserWarning, stacklevel=2)
-        gen = resolve_rng(rng)
         engine = self.table.engine
-        request = self._request(plan, a, int(gen.integers(0, 2**63)) << 64 | int(gen.integers(0, 2**63)))
-        engine.check(request)
         if ledger is not None:
             ledger.spend(plan.guarantee, label or self.describe())
         exact = engine.aggregate(request)
@@ -521,6 +518,26 @@ class Query:
             estimates[name] = estimate(step, exact, index, a, rng=gen, full_grid=full_grid)
         return Release(keys, estimates=estimates, plan=plan, alpha=a, diagnostics=exact.diagnostics,
                        public_keys=self.keys is not None, label=label, dataset=self.table.name)
+
+    def check(self, epsilon: float, delta: float = 0.0, *, max_groups_per_unit: int | None = None,
+              max_rows_per_group: int | None = None, alpha: float = 0.05, noise: str = "laplace",
+              selection_weight: float = 1.0) -> Plan:
+        """Every check `release` makes before it spends (parameters, plan, the engine binding its
+        statements), reading no row and spending nothing: its plan."""
+        return self._checked(epsilon, delta, max_groups_per_unit=max_groups_per_unit,
+                             max_rows_per_group=max_rows_per_group, alpha=alpha, noise=noise,
+                             selection_weight=selection_weight, rng=resolve_rng(None))[0]
+
+    def _checked(self, epsilon: float, delta: float, *, max_groups_per_unit: int | None,
+                 max_rows_per_group: int | None, alpha: float, noise: str, selection_weight: float,
+                 rng: Rng) -> tuple[Plan, float, BoundingRequest]:
+        plan = self.plan(epsilon, delta, max_groups_per_unit=max_groups_per_unit,
+                         max_rows_per_group=max_rows_per_group, noise=noise,
+                         selection_weight=selection_weight)
+        a = check_open_unit("alpha", alpha)
+        request = self._request(plan, a, int(rng.integers(0, 2**63)) << 64 | int(rng.integers(0, 2**63)))
+        self.table.engine.check(request)
+        return plan, a, request
 
     def describe(self) -> str:
         aggs = ", ".join(f"{n}={a.describe()}" for n, a in self.aggregates.items())
