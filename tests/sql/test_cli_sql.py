@@ -3,6 +3,7 @@
 import json
 
 import pandas as pd
+import pytest
 
 from bayesdp import Ledger
 from bayesdp.cli import main
@@ -100,3 +101,26 @@ def test_sql_seed_json_and_dry_run(events, tmp_path, capsys):
     assert [r[0] for r in docs[0]["rows"]] == ["spring", "summer", "fall"]
     assert any("NOT private" in w for w in docs[0]["warnings"]) and docs[0]["seeded"] is True
     assert len(Ledger(ledger).history()) == 2
+
+
+def test_a_dry_run_of_learnt_bounds_says_they_are_unknown_until_the_release(events, tmp_path, capsys):
+    """COUNT and SUM without bounds learn them at release: the preview states their figures per
+    unit of the bounds' size, AVG's as unknown, the ε their bounds take, and never (0, 1)."""
+    data = tmp_path / "events.csv"
+    events.to_csv(data, index=False)
+    query = ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6, privacy_unit_column = "
+             "user_id) COUNT(*) AS n, SUM(revenue) AS s, AVG(revenue) AS a FROM events")
+    base = ["sql", query, "--table", f"events={data}", "--dry-run"]
+    assert main([*base, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rows = pd.DataFrame(doc["rows"], columns=doc["columns"]).set_index("aggregate")
+    assert list(rows.index) == ["n", "s", "a", "n (bounds)", "s (bounds)", "a (bounds)"]
+    assert not rows["what"].str.contains(r"\(0, 1\)").any()
+    assert list(rows["per_bound"]) == [True, True, False, False, False, False]
+    assert pd.isna(rows.loc["a", "half_width"]) and rows.loc["s", "half_width"] > 0
+    # Each of the three had ε/3, half of it to its bounds.
+    assert rows["epsilon"].to_list() == pytest.approx([1 / 6] * 6)
+    assert doc["guarantee"]["epsilon"] == pytest.approx(1.0)
+    assert main(base) == 0
+    out = capsys.readouterr().out
+    assert "bounds learnt at release" in " ".join(out.split()) and "(0, 1)" not in out

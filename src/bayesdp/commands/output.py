@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from bayesdp.noise import Rng
+    from bayesdp.privacy import Guarantee
     from bayesdp.tables import Query, Release
 
 
@@ -94,18 +95,25 @@ def release_document(release: Release) -> dict[str, Any]:
 def preview(query: Query, options: dict[str, Any], *, as_json: bool) -> int:
     """A dry run: the expected accuracy of the release `options` describe (reads no data values,
     spends nothing)."""
+    plan_options = {k: v for k, v in options.items() if k != "alpha"}
+    return show_preview(lambda: (query.preview(**options), query.plan(**plan_options).guarantee),
+                        as_json=as_json)
+
+
+def show_preview(work: Callable[[], tuple[pd.DataFrame, Guarantee]], *, as_json: bool) -> int:
+    """Print the preview and the guarantee `work` returns."""
     from bayesdp.jsonable import frame_json, guarantee_json
 
-    plan_options = {k: v for k, v in options.items() if k != "alpha"}
+    def document() -> dict[str, Any]:
+        df, guarantee = work()
+        return {**frame_json(df), "guarantee": guarantee_json(guarantee), "spent": False}
+
     if as_json:
-        return run_json(lambda: {**frame_json(query.preview(**options)),
-                                   "guarantee": guarantee_json(query.plan(**plan_options).guarantee),
-                                   "spent": False})
-    df = query.preview(**options)
+        return run_json(document)
+    df, guarantee = work()
     console = Console()
     console.print(preview_table(df))
-    console.print(f"dry run: nothing spent; a release would be {query.plan(**plan_options).guarantee}",
-                  highlight=False)
+    console.print(f"dry run: nothing spent; a release would be {guarantee}", highlight=False)
     return 0
 
 
@@ -120,6 +128,11 @@ def preview_table(df: pd.DataFrame) -> RichTable:
     for row in df.to_dict("records"):
         out.add_row(*("" if v != v else f"{v:.4g}" if isinstance(v, float) else str(v)
                       for v in (row[c] for c in PREVIEW_COLUMNS)))
+    notes = []
     if df["upper_bound"].any():
-        out.caption = "a std's or quantile's half_width is an upper bound (a quantile's in levels)"
+        notes.append("a std's or quantile's half_width is an upper bound (a quantile's in levels)")
+    if "learnt" in df and df["learnt"].any():
+        notes.append("bounds learnt at release: a count's or sum's figures are per unit of "
+                     "max(|low|, |high|) of its bounds, the others' unknown until then")
+    out.caption = "; ".join(notes) or None
     return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from bayesdp.commands.output import add_output_options, preview
+from bayesdp.commands.output import add_output_options, show_preview
 from bayesdp.commands.release import add_engine_options, check_outputs, publish
 from bayesdp.errors import invalid
 
@@ -41,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
 
     from bayesdp.privacy import Ledger
     from bayesdp.sql import release_translation, translate
+    from bayesdp.sql.bigquery import preview
 
     check_outputs(args.out, args.report)
     paths = {}
@@ -64,5 +65,5 @@ def run(args: argparse.Namespace) -> int:
         sources = {name: engine_for(path, con).relation for name, path in paths.items()}
     t = translate(args.query, sources, metadata=args.metadata, epsilon=args.epsilon, delta=args.delta)
     if args.dry_run:
-        return preview(t.query, t.options, as_json=args.json)
+        return show_preview(lambda: preview(t.query, t.learn, t.options), as_json=args.json)
     return publish(args, lambda rng: release_translation(t, ledger=ledger, rng=rng), con)

@@ -38,7 +38,8 @@ from bayesdp.serve.config import Config, Dataset, Holdout
 from bayesdp.serve.schema import check_columns
 from bayesdp.serve.state import State
 from bayesdp.serve.wire import release_json
-from bayesdp.sql import Translation, release_translation, translate
+from bayesdp.sql import Translation, public_warnings, release_translation, translate
+from bayesdp.sql.bigquery import preview
 from bayesdp.sql.translate import parse
 from bayesdp.synth.tabular import check_fit, fit_guarantee
 from bayesdp.tables.query import usefulness_warnings
@@ -258,19 +259,20 @@ class Service:
     def preview(self, ds: Dataset, request: dict[str, Any]) -> dict[str, Any]:
         """The expected error of a spec or SQL from public parameters (free: reads no data values)."""
         check_request(request)
+        learn = None
         if "sql" in request:
             t = self.translation(ds, request)
-            query, options = t.query, t.options
+            query, options, learn = t.query, t.options, t.learn
         else:
             query, _, options = self.query(ds, request.get("spec"))
         if "epsilon" not in options:
             raise InvalidParameter("epsilon is missing: give it in the spec")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            df = query.preview(**options, group_size=request.get("group_size"))
-            plan = query.plan(**{k: v for k, v in options.items() if k != "alpha"})
+            # Bounds the BigQuery clause learns are unknown until its release: its preview says so.
+            df, guarantee = preview(query, learn, options, group_size=request.get("group_size"))
         return {"dataset": ds.name, **frame_json(df),
-                "guarantee": guarantee_json(plan.guarantee),
+                "guarantee": guarantee_json(guarantee),
                 "warnings": [str(w.message) for w in caught]}
 
     def release(self, ds: Dataset, request: dict[str, Any],
@@ -279,6 +281,7 @@ class Service:
         which spend on the ledger before any noise; returns its public JSON and, for the
         curator's audit log only, its exact diagnostics."""
         check_request(request)
+        t = None
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             if "sql" in request:
@@ -297,8 +300,9 @@ class Service:
         # The analyst sees the warnings the plan decides (public), as the plan states them:
         # releases run at once in lanes, and the warnings caught here are the process's, not
         # this request's alone. Any other warning may depend on the data (a CuratorWarning,
-        # numpy's or an engine's): the audit log gets it.
-        doc["warnings"] = public = usefulness_warnings(release.plan)
+        # numpy's or an engine's): the audit log gets it. Bounds SQL learnt are DP values.
+        doc["warnings"] = public = usefulness_warnings(release.plan) + (
+            public_warnings(t, release) if t is not None else [])
         said = [str(w.message) for w in caught]
         return doc, " ".join([*release.curator_notes(), *(m for m in said if m not in public)])
 

@@ -81,7 +81,7 @@ from typing import Any
 
 from bayesdp.noise import Rng
 from bayesdp.privacy import compose
-from bayesdp.sql.bigquery import learn_bounds
+from bayesdp.sql.bigquery import bounds_warning, learn_bounds
 from bayesdp.sql.postprocess import finish, rehearse
 from bayesdp.sql.refusals import SqlError
 from bayesdp.sql.translate import Translation, translate
@@ -122,4 +122,12 @@ def release_translation(t: Translation, *, ledger: Ledger | None = None, rng: Rn
     return finish(t, replace(release, plan=replace(release.plan, guarantee=total)))
 
 
-__all__ = ["SqlError", "Translation", "release_translation", "sql", "translate"]
+def public_warnings(t: Translation, release: Release) -> list[str]:
+    """The warnings of `release_translation(t)` that depend on the data through DP values only
+    (bounds the BigQuery clause learnt), as it warned them: an analyst may see them."""
+    if t.learn is None:
+        return []
+    return [bounds_warning(t.learn, t.options, {n: s.aggregate for n, s in release.plan.steps.items()})]
+
+
+__all__ = ["SqlError", "Translation", "public_warnings", "release_translation", "sql", "translate"]

@@ -29,12 +29,13 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, cast
 
 import numpy as np
+import pandas as pd
 
 from bayesdp import tables
 from bayesdp.errors import DataError, check_open_unit, check_positive_int
 from bayesdp.expressions import RowExpression, row_expression
 from bayesdp.noise import Rng, resolve_rng
-from bayesdp.privacy import Guarantee
+from bayesdp.privacy import Guarantee, compose
 from bayesdp.tables.aggregates import Aggregate, Clipped, check_bounds
 from bayesdp.tables.per_unit import ROWS, UnitMean, UnitSum, per_unit
 from bayesdp.tables.query import Ledger
@@ -173,20 +174,30 @@ def _aggregate(agg: UnitAggregate, column: str, bounds: tuple[float, float], wei
     return UnitSum(column, bounds=tables.sum(column, bounds).bounds, weight=weight)
 
 
+def _split(learn: Learn, options: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+    """The bounds' ε and the options of the aggregates' release (ε less the bounds')."""
+    epsilon = float(options["epsilon"])
+    eps_bounds = learn.epsilon(epsilon)
+    return eps_bounds, {**options, "epsilon": epsilon - eps_bounds}
+
+
+def _bounds_query(query: tables.Query, learn: Learn) -> tables.Query:
+    """The bounds' release: a logarithmic histogram of each learnt aggregate's per-unit values."""
+    return query.table.agg(**{name: tables.histogram(column, list(EDGES))
+                              for name, column in learn.columns.items()})
+
+
 def learn_bounds(query: tables.Query, learn: Learn, options: dict[str, Any], *, ledger: Ledger | None,
                  rng: Rng | None, label: str) -> tuple[tables.Query, dict[str, Any], Guarantee]:
     """The query with its learnt bounds, the options of its release (ε less the bounds') and
     the bounds' guarantee, after the bounds' own release: the aggregates' release is checked
     (parameters, plan, the engine's binding of its statements) before the bounds spend."""
-    epsilon = float(options["epsilon"])
-    eps_bounds = learn.epsilon(epsilon)
-    rest = {**options, "epsilon": epsilon - eps_bounds}
+    eps_bounds, rest = _split(learn, options)
     query.check(**rest)  # every check of the aggregates' release, before the bounds' spend
-    histograms = {name: tables.histogram(column, list(EDGES)) for name, column in learn.columns.items()}
     gen = resolve_rng(rng)
     with warnings.catch_warnings():  # its dropped rows and noise are the bounds', said below
         warnings.simplefilter("ignore")
-        found = query.table.agg(**histograms).release(
+        found = _bounds_query(query, learn).release(
             eps_bounds, max_rows_per_group=learn.max_rows, ledger=ledger, rng=gen,
             label=("bounds for " + label)[:500])
     learnt = {}
@@ -196,11 +207,55 @@ def learn_bounds(query: tables.Query, learn: Learn, options: dict[str, Any], *, 
         learnt[name] = approximate_bounds(counts, step.parts["counts"].scale)
     aggregates = {name: replace(cast(Clipped, agg), bounds=learnt[name]) if name in learnt else agg
                   for name, agg in query.aggregates.items()}
-    said = ", ".join(f"{n} in [{lo:g}, {hi:g}]" for n, (lo, hi) in learnt.items())
-    warnings.warn(f"bounds learnt privately (approximate bounds, ε={eps_bounds:.4g} of the query's "
-                  f"ε={epsilon:g}): {said}; the ledger records both releases, the guarantee is "
-                  "their composition", UserWarning, stacklevel=3)
+    warnings.warn(bounds_warning(learn, options, aggregates), UserWarning, stacklevel=3)
     return replace(query, aggregates=aggregates), rest, found.guarantee
+
+
+def bounds_warning(learn: Learn, options: Mapping[str, Any], aggregates: Mapping[str, Aggregate]) -> str:
+    """What the analyst is told of the bounds learnt for `aggregates` (the release's, learnt
+    bounds in place): DP values and public parameters only, so it may be shown to anyone."""
+    epsilon = float(options["epsilon"])
+    said = ", ".join(f"{n} in [{lo:g}, {hi:g}]" for n in learn.columns
+                     for lo, hi in [cast(Clipped, aggregates[n]).bounds])
+    return (f"bounds learnt privately (approximate bounds, ε={learn.epsilon(epsilon):.4g} of the query's "
+            f"ε={epsilon:g}): {said}; the ledger records both releases, the guarantee is their composition")
+
+
+# Preview columns that scale with a sum's or count's bounds (its sensitivity, max(|lo|, |hi|)).
+_SCALED = ("noise_scale", "half_width", "abs_error", "half_width_max", "abs_error_max")
+
+
+def preview(query: tables.Query, learn: Learn | None, options: dict[str, Any], *,
+            group_size: int | None = None) -> tuple[pd.DataFrame, Guarantee]:
+    """The expected accuracy of a release and its total guarantee (reads no data, spends nothing):
+    `Query.preview` and the plan's guarantee without bounds to learn (`learn` None).
+
+    With learnt bounds the aggregates' release runs at ε less the bounds' share, and their
+    accuracy depends on bounds not known before the release: a COUNT's or SUM's noise is
+    proportional to max(|lo|, |hi|) of its bounds, so its figures are stated per unit of it
+    (`per_bound`); an AVG's, STDDEV's or PERCENTILE_CONT's are unknown (NaN). One row per learnt
+    aggregate states the ε its bounds take. `learnt` is True on the rows of learnt aggregates."""
+    if learn is None:
+        return (query.preview(**options, group_size=group_size),
+                query.plan(**{k: v for k, v in options.items() if k != "alpha"}).guarantee)
+    eps_bounds, rest = _split(learn, options)
+    df = query.preview(**rest, group_size=group_size)
+    learnt = df["aggregate"].isin(list(learn.columns))
+    linear = learnt & df["aggregate"].map(lambda n: isinstance(query.aggregates[n], UnitSum))
+    df["learnt"], df["per_bound"] = learnt, linear
+    df.loc[learnt & ~linear, list(_SCALED)] = np.nan
+    # Their descriptions name the bounds they will have, not the placeholder's.
+    df.loc[learnt, "what"] = df.loc[learnt, "what"].str.replace(
+        "bounds=(0, 1)", "bounds learnt at release", regex=False) + np.where(
+        linear[learnt], ": figures per unit of max(|low|, |high|) of them", ": accuracy unknown until then")
+    bounds = _bounds_query(query, learn).plan(eps_bounds, max_rows_per_group=learn.max_rows)
+    rows = pd.DataFrame([{"aggregate": f"{name} (bounds)", "what": f"approximate bounds of {name}: "
+                          f"a noisy histogram over {len(EDGES) - 1} logarithmic bins",
+                          "epsilon": step.epsilon, "learnt": True, "per_bound": False}
+                         for name, step in bounds.steps.items()])
+    plan = query.plan(**{k: v for k, v in rest.items() if k != "alpha"})
+    return (pd.concat([df, rows], ignore_index=True),
+            compose([bounds.guarantee, plan.guarantee], "basic"))
 
 
 def approximate_bounds(counts: np.ndarray, scale: float, false_bin: float = FALSE_BIN) -> tuple[float, float]:
@@ -213,4 +268,5 @@ def approximate_bounds(counts: np.ndarray, scale: float, false_bin: float = FALS
     return EDGES[passed[0]], EDGES[passed[-1] + 1]
 
 
-__all__ = ["EDGES", "Learn", "Make", "UnitAggregate", "approximate_bounds", "learn_bounds", "unit_query"]
+__all__ = ["EDGES", "Learn", "Make", "UnitAggregate", "approximate_bounds", "bounds_warning", "learn_bounds",
+           "preview", "unit_query"]
