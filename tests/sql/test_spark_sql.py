@@ -64,3 +64,33 @@ def test_the_bigquery_clause_aggregates_each_units_rows_on_spark(spark):
     release = bdp.sql(per_unit_only, {"panel": frame}, rng=bdp.rng_for_tests(2))
     check(release.to_pandas(), bigquery(panel), ["n", "c", "s", "a", "u"])
     assert not spark.catalog.listTables()  # the per-unit step's view is gone
+
+
+def test_the_bigquery_clauses_per_unit_table_is_computed_once_per_release_on_spark(spark):
+    """The per-unit table is persisted for the release's passes (learnt bounds, then the
+    aggregates) and unpersisted after; a seeded release is the one read from the source."""
+    import gc
+    from dataclasses import replace
+
+    from test_bigquery_semantics import CLAUSE, make_panel
+
+    from bayesdp.sql import release_translation, translate
+    from bayesdp.sql.postprocess import finish
+    from bayesdp.tables.per_unit import materialized
+
+    query = CLAUSE + ("g, COUNT(*, contribution_bounds_per_group => (0, 10)) AS n, "
+                      "AVG(x, contribution_bounds_per_group => (0, 15)) AS a, "
+                      "PERCENTILE_CONT(x, 0.5, contribution_bounds_per_row => (0, 100)) AS p "
+                      "FROM panel GROUP BY g")
+    t = translate(query, {"panel": spark.createDataFrame(make_panel())})
+    table = materialized(t.query.table)
+    frame = table.engine.frame
+    assert frame.is_cached and not t.query.table.engine.frame.is_cached
+    got = release_translation(t, rng=bdp.rng_for_tests(8)).to_pandas()
+    want = finish(t, t.query.release(rng=bdp.rng_for_tests(8), **t.options)).to_pandas()
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    again = replace(t.query, table=table).release(rng=bdp.rng_for_tests(8), **t.options)
+    pd.testing.assert_frame_equal(finish(t, again).to_pandas(), want, check_exact=True)
+    del table, again
+    gc.collect()
+    assert not frame.is_cached

@@ -94,14 +94,29 @@ def per_unit(table: Table, by: Sequence[str], values: Mapping[str, tuple[Reducti
 def materialized(table: Table) -> Table:
     """`table` (a per-unit table) with its rows written once to a DuckDB temporary table, dropped
     when the result goes, so that the releases on it (learnt bounds, then the aggregates, a
-    quantile's grid) read them instead of aggregating the source again; Spark tables as they are."""
+    quantile's grid) read them instead of aggregating the source again; on Spark, its frame
+    persisted (memory and disk) when first computed, unpersisted when the result goes."""
     engine = table.engine
     if not isinstance(engine, DuckDBEngine):
-        return table
+        return _persisted(table)
     name = "bdp_" + uuid.uuid4().hex
     engine.sql(f"CREATE TEMP TABLE {name} AS SELECT * FROM {SOURCE}")
     written = DuckDBEngine(engine.sql(f"SELECT * FROM {name}"))
     weakref.finalize(written, _drop, engine, name).atexit = False
+    return replace(table, engine=written)
+
+
+def _persisted(table: Table) -> Table:
+    from pyspark import StorageLevel
+
+    from bayesdp.tables.engines.spark import SparkEngine
+
+    if not isinstance(table.engine, SparkEngine):
+        return table
+    # A frame of its own (the same rows), so that the caller's frame is never unpersisted here.
+    frame = table.engine.frame.select("*").persist(StorageLevel.MEMORY_AND_DISK)
+    written = SparkEngine(frame)
+    weakref.finalize(written, frame.unpersist).atexit = False
     return replace(table, engine=written)
 
 
