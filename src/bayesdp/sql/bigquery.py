@@ -140,8 +140,10 @@ def unit_query(table: tables.Table, by: tuple[str, ...], keys: Sequence[tuple[An
             continue
         column = f"bdp_v{i}"
         checked = row_expression(agg.value, columns, role=name) if agg.value is not None else None
-        # Checked on the schema: a text value would fail in the engine on some rows only.
-        if checked is not None and agg.kind != "count" and not table.engine.is_numeric(checked):
+        # Checked on the schema: a text value would fail in the engine on some rows only. A
+        # column's type is read there; an expression's, from the engine binding it.
+        if checked is not None and agg.kind != "count" and \
+                not table.engine.is_numeric(agg.value if agg.value in columns else checked):
             raise Refused(name, f"the argument of {name} does not give numbers: CAST it to a number "
                           "or compare it (a true/false expression counts as 1 or 0)")
         if agg.per_row:

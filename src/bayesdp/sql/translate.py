@@ -113,13 +113,10 @@ def parse(text: str) -> tuple[exp.Select, str, list[Token]]:
         raise SqlError("the query is empty: give one SELECT statement")
     dialect = _DUCKDB
     try:
-        tokens = dialect.tokenize(text)
-        # The clause may follow a common table expression: read BigQuery's grammar wherever it is,
-        # so that the CTE, not the clause's WITH, is what gets refused.
-        if any(a.token_type == TokenType.SELECT and b.token_type == TokenType.WITH
-               and c.text.upper() == "DIFFERENTIAL_PRIVACY"
-               for a, b, c in zip(tokens, tokens[1:], tokens[2:], strict=False)):
+        tokens = _clause_tokens(text)
+        if tokens:
             dialect = _BIGQUERY
+        else:
             tokens = dialect.tokenize(text)
         statements = dialect.parser().parse(tokens, text)
     except ParseError as exc:
@@ -148,6 +145,23 @@ def parse(text: str) -> tuple[exp.Select, str, list[Token]]:
     if _depth(tree) > MAX_DEPTH:
         raise _too_deep(text)
     return tree, "bigquery" if dialect is _BIGQUERY else "duckdb", tokens
+
+
+def _clause_tokens(text: str) -> list[Token]:
+    """BigQuery's tokens of `text` if they hold `SELECT WITH DIFFERENTIAL_PRIVACY`, else none (the
+    text is then read as DuckDB's). The clause may follow a common table expression: it is read
+    in BigQuery's grammar wherever it is, so that the CTE, not the clause's WITH, is refused.
+    A query holding the clause is tokenized once (a tokenization is much of a parse)."""
+    if "differential_privacy" not in text.lower():
+        return []
+    try:
+        tokens = _BIGQUERY.tokenize(text)
+    except TokenError:
+        return []
+    clause = any(a.token_type == TokenType.SELECT and b.token_type == TokenType.WITH
+                 and c.text.upper() == "DIFFERENTIAL_PRIVACY"
+                 for a, b, c in zip(tokens, tokens[1:], tokens[2:], strict=False))
+    return tokens if clause else []
 
 
 def _depth(tree: exp.Expr) -> int:

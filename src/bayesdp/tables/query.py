@@ -99,7 +99,7 @@ def table(source: Any, privacy_unit: str | None, *, unit_name: str | None = None
         eng: Engine = spark_engine(source, spark)
     else:
         def open_duckdb(con: Any = connection) -> Engine:
-            return engine_for(source, con if con is not None else connect())
+            return engine_for(source, con)  # a new connection only for what needs one
 
         # Row level: numpy serves what it can of data already in memory, DuckDB the rest.
         eng = in_memory(source, open_duckdb) if privacy_unit is None else open_duckdb()
