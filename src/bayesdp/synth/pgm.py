@@ -246,9 +246,9 @@ def fit(sizes: tuple[int, ...], measurements: list[Measurement], *,
     def marginals(beliefs: list[np.ndarray]) -> dict[Clique, np.ndarray]:
         return {r: _sum_to(beliefs[homes[r]], jt.cliques[homes[r]], r) for r in by_clique}
 
-    def loss(beliefs: list[np.ndarray]) -> tuple[float, dict[Clique, np.ndarray]]:
+    def loss(mus: dict[Clique, np.ndarray]) -> tuple[float, dict[Clique, np.ndarray]]:
         value, grad = 0.0, {}
-        for r, mu1 in marginals(beliefs).items():
+        for r, mu1 in mus.items():
             ms = by_clique[r]
             mu = n_hat * mu1
             g = np.zeros_like(mu)
@@ -260,21 +260,21 @@ def fit(sizes: tuple[int, ...], measurements: list[Measurement], *,
         return value, grad
 
     beliefs = calibrate(jt, theta, homes)
-    value, grad = loss(beliefs)
+    mus = marginals(beliefs)
+    value, grad = loss(mus)
     alpha = 1.0 / max(sum(float(np.max(n_hat**2 / np.asarray(m.var))) for m in measurements), 1e-300)
     for _ in range(iters):
         alpha *= 2.0
-        mus = marginals(beliefs)
         for _ in range(_LINE_SEARCH):
             trial = {r: t - alpha * grad[r] if r in grad else t for r, t in theta.items()}
             b_new = calibrate(jt, trial, homes)
-            v_new, g_new = loss(b_new)
             new = marginals(b_new)
+            v_new, g_new = loss(new)
             drop = sum(float(np.sum(grad[r] * (mus[r] - new[r]))) for r in grad)
             if value - v_new >= 0.5 * drop:
                 break
             alpha *= 0.5
-        theta, beliefs, value, grad = trial, b_new, v_new, g_new
+        theta, beliefs, mus, value, grad = trial, b_new, new, v_new, g_new
     return Estimate(jt, theta, beliefs, n_hat)
 
 
