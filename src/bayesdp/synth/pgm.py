@@ -10,6 +10,7 @@ Everything here is post-processing of noisy measurements.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,7 +25,7 @@ _LINE_SEARCH = 25
 
 
 def cells(sizes: tuple[int, ...] | list[int], clique: Clique) -> int:
-    return int(np.prod([sizes[a] for a in clique], dtype=np.float64))
+    return math.prod(sizes[a] for a in clique)
 
 
 def _spread(arr: np.ndarray, src: Clique, dst: Clique, sizes: tuple[int, ...]) -> np.ndarray:
