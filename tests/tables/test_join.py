@@ -129,6 +129,30 @@ def test_neighbours_differ_only_in_the_added_units_joined_rows():
     pd.testing.assert_frame_equal(out[0], out[1][out[1]["user"] != 7].reset_index(drop=True))
 
 
+def test_join_keys_of_different_kinds_are_refused_from_the_schemas(tmp_path):
+    # Security pair: text keys joined to numbers would be cast row by row, so a neighbour whose
+    # added row holds 'x' would fail where the other table releases. Both are refused alike,
+    # before the ledger is touched.
+    ledger = bdp.Ledger(tmp_path / "l.db", budget=bdp.Guarantee(5.0, unit="user"))
+    public = pd.DataFrame({"code": [1, 2], "label": ["a", "b"]})
+    messages = []
+    for codes in (["1", "2"], ["1", "2", "x"]):
+        t = bdp.table(pd.DataFrame({"user": range(len(codes)), "code": codes}), "user")
+        with pytest.raises(InvalidParameter) as err:
+            t.join_public(public, "code").agg(n=bdp.count()).release(
+                1.0, max_rows_per_group=1, ledger=ledger)
+        messages.append(str(err.value))
+    assert messages[0] == messages[1]
+    assert "'code' (VARCHAR, text) with 'code' (BIGINT, numbers)" in messages[0]
+    assert ledger.history() == []
+    profiles = bdp.table(PROFILES.assign(item=PROFILES["item"].astype(str)), "user")
+    with pytest.raises(InvalidParameter, match="same kind of values"):
+        bdp.table(RATINGS, "user").join(profiles, "item", max_rows_per_key=1)
+    # Integers join floats (both numbers).
+    floats = ITEMS.assign(item=ITEMS["item"].astype(float))
+    assert len(_rows(bdp.table(RATINGS, "user").join_public(floats, "item"))) == len(RATINGS)
+
+
 BASE = pd.DataFrame({"user": [1, 2, 3], "item": [10, 11, 12]})
 HEAVY = pd.concat([BASE, pd.DataFrame({"user": [9], "item": [10]})], ignore_index=True)
 # Item 10 is listed five times: user 9's one rating becomes five joined rows, two kept.

@@ -114,6 +114,31 @@ def check_unique(engine: Engine, columns: list[str]) -> None:
             "people. Join on unique keys, or name the privacy unit (bdp.table(..., privacy_unit=...))")
 
 
+def _kind(engine: Engine, column: str) -> str:
+    """The kind of values a join column holds, as far as matching goes."""
+    if engine.is_boolean(column):
+        return "true/false"
+    if engine.is_numeric(column):
+        return "numbers"
+    kind = engine.schema()[column].split("(")[0].upper()
+    if kind.startswith(("DATE", "TIMESTAMP")):
+        return "dates and times"
+    return "text" if kind in ("VARCHAR", "STRING", "TEXT", "CHAR", "BPCHAR") else kind.lower()
+
+
+def check_key_kinds(left: Engine, right: Engine, pairs: Pairs) -> None:
+    """Join columns of one kind: the engine would otherwise cast one side to the other's type,
+    matching '01' with 1 and failing on a row whose text is not a number (an error that would
+    depend on one row), so mixed kinds are refused from the schemas, before anything is read."""
+    for a, b in pairs:
+        ka, kb = _kind(left, a), _kind(right, b)
+        if ka != kb:
+            raise InvalidParameter(
+                f"on pairs {a!r} ({left.schema()[a]}, {ka}) with {b!r} ({right.schema()[b]}, {kb}): "
+                "join columns must hold the same kind of values (numbers, text, dates and times, "
+                "or true/false); convert one of them before joining")
+
+
 def join_engines(left: Engine, right: Engine, pairs: Pairs, how: str, *,
                  truncate: tuple[str, str, int, int] | None = None) -> Engine:
     """The engine over `left` joined with `right` on `pairs`. `truncate` = (left unit, right
@@ -121,6 +146,7 @@ def join_engines(left: Engine, right: Engine, pairs: Pairs, how: str, *,
     keyed hash of the row with the secret `seed` (never by row order)."""
     lcols, rcols = list(left.schema()), list(right.schema())
     proj = _projection(lcols, rcols, pairs)
+    check_key_kinds(left, right, pairs)
     ld, rd = _duckdb(left), _duckdb(right)
     if ld is not None and rd is not None:
         return _join_duckdb(ld, rd, pairs, how, proj, truncate)
