@@ -218,3 +218,15 @@ def test_neighbouring_tables_differ_only_in_the_released_values():
     for x, y in zip(out[0], out[1], strict=True):
         assert list(x.columns) == list(y.columns) and len(x) == len(y)
         assert x["g"].tolist() == y["g"].tolist()
+
+
+def test_explain_and_the_frame_say_how_the_intervals_hold_and_what_each_column_is():
+    df = pd.DataFrame({"u": np.arange(200), "g": np.tile(["a", "b"], 100),
+                       "v": np.where(np.arange(200) % 7 == 0, np.nan, np.arange(200) % 10)})
+    r = bdp.table(df, "u").group_by("g", keys=["a", "b"]).cdf("v", bounds=(0, 10), bins=10).release(
+        1.0, max_groups_per_unit=1, rng=bdp.rng_for_tests(2))
+    words = r.explain()
+    assert "95%" in words and "hold for all quantiles together" in words
+    assert "null values count in no bin" in words
+    doc = CdfRelease.to_pandas.__doc__
+    assert all(c in doc for c in r.to_pandas().columns if c != "g")

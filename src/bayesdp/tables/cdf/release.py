@@ -157,9 +157,18 @@ class CdfRelease(Release):
         low, high = e[last_fewer], e[first_enough]
         return np.clip(value, low, high), low, high
 
+    def caveats(self) -> list[str]:
+        """The release's caveats, and how the intervals of ranges and quantiles hold."""
+        return [*super().caveats(),
+                f"Each range's and each cumulative count's interval holds on its own at "
+                f"{1 - self.alpha:.0%}; the quantiles' intervals hold for all quantiles together. "
+                "Ranges are to bin resolution; null values count in no bin."]
+
     def to_pandas(self) -> pd.DataFrame:
-        """One row per group and bin: the group keys, bin_low, bin_high, the consistent count and
-        the cumulative count up to the bin's upper edge, each with its interval at 1 - α."""
+        """One row per group and bin: the group keys; bin_low and bin_high (the bin is [bin_low,
+        bin_high)); count, count_low, count_high (the bin's consistent count, unbiased so maybe
+        negative, and its interval); cumulative, cumulative_low, cumulative_high (the count below
+        bin_high, clamped at 0, and its interval). Each interval holds on its own at 1 - α."""
         e, x = self.edges, self.estimates[self._cdf[0]]
         bins, groups = len(e) - 1, len(x.value)
         k = np.arange(1, bins + 1)
