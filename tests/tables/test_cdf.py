@@ -230,3 +230,18 @@ def test_explain_and_the_frame_say_how_the_intervals_hold_and_what_each_column_i
     assert "null values count in no bin" in words
     doc = CdfRelease.to_pandas.__doc__
     assert all(c in doc for c in r.to_pandas().columns if c != "g")
+
+
+def test_a_range_between_edges_counts_the_bins_that_hold_it():
+    # Integer values on unit bins: [2.2, 2.4) lies in the bin [2, 3), which holds 100 values; a
+    # range rounded to the nearest edges would have been [2, 2), an exact-looking 0 ± 0.
+    # On 0.1-wide float edges, 0.3 and 0.7 are edges although 0.1 * 3 != 0.3 in floats.
+    r = bdp.table({"v": np.repeat(np.arange(10.0), 100)}, None).cdf(
+        "v", bounds=(0, 10), bins=10).release(1.0, rng=bdp.rng_for_tests(3))
+    assert r.range(2.2, 2.4) == r.range(2, 3) and r.range(2, 3)[1] > 0
+    assert r.range(1.5, 4.01) == r.range(1, 5) and r.range(None, 0.5) == r.range(0, 1)
+    assert r.range(2.2, 2.2) == (0.0, 0.0, 0.0)
+    s = bdp.table({"v": np.linspace(0.05, 0.95, 10)}, None).cdf("v", bounds=(0, 1), bins=10).release(
+        1.0, rng=bdp.rng_for_tests(4))
+    assert s.range(0.3, 0.7) == s.range(s.edges[3], s.edges[7])
+    assert s.range(0.3, 0.7) != s.range(s.edges[2], s.edges[7])

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -55,9 +55,10 @@ class CdfRelease(Release):
     `range(a, b)` counts the values in [a, b) and `quantile(q)` finds the q-quantile, each with an
     interval: a range's covers its exact (bounded, clipped) count with probability >= 1 - α;
     the quantiles' intervals hold for all q at once with probability >= 1 - α (a band over every
-    cumulative count, α/bins each). Ranges are to bin resolution: a and b move to the nearest
-    edges, and the end bins hold the values clipped into the bounds. Without group columns these
-    return plain numbers; with them, a frame with a row per released group."""
+    cumulative count, α/bins each). Ranges are to bin resolution: a moves down and b up to a
+    bin edge (so the bins counted hold all of [a, b)), and the end bins hold the values clipped
+    into the bounds. Without group columns these return plain numbers; with them, a frame with a
+    row per released group."""
 
     @classmethod
     def of(cls, release: Release) -> CdfRelease:
@@ -85,11 +86,17 @@ class CdfRelease(Release):
         norm2, top = agg.tree.weights(start, stop)
         return half_widths(mech.family, mech.scale, norm2, top, alpha)
 
-    def _edge(self, value: float | None, default: int, name: str) -> int:
+    def _edge(self, value: float | None, default: int, name: str,
+              side: Literal["left", "right"]) -> int:
+        """The index of the edge at or below `value` (side "right") or at or above it ("left"),
+        with a tolerance of 1e-9 of the span for edges that floats do not hit exactly."""
         if value is None:
             return default
         v = check_finite(name, value)
-        return int(np.abs(self.edges - v).argmin())
+        e = self.edges
+        slack = 1e-9 * (e[-1] - e[0]) * (1 if side == "right" else -1)
+        found = int(np.searchsorted(e, v + slack, side=side))
+        return int(np.clip(found - (side == "right"), 0, len(e) - 1))
 
     def _shaped(self, columns: dict[str, np.ndarray]) -> Any:
         if self.keys.columns.empty:
@@ -100,10 +107,10 @@ class CdfRelease(Release):
         """(estimate, low, high) of the count of values in [a, b) (None: from the lowest / to the
         highest edge), at level 1 - α: exact, as the consistent counts are a linear function of
         the noisy nodes (`tree.half_widths`); clamped at 0 (`counted`)."""
-        i, j = self._edge(a, 0, "a"), self._edge(b, len(self.edges) - 1, "b")
+        i, j = self._edge(a, 0, "a", "right"), self._edge(b, len(self.edges) - 1, "b", "left")
         if a is not None and b is not None and not a <= b:
             raise invalid("b", b, f">= a = {a!r}")
-        j = max(i, j)
+        j = i if a is not None and a == b else max(i, j)  # [a, a) is empty
         value = self._sums[:, j] - self._sums[:, i]
         w = self._half_widths(np.array([i]), np.array([j]), self.alpha)[0] if j > i else 0.0
         est = counted(Estimate(value, value - w, value + w))
