@@ -75,6 +75,17 @@ def test_a_row_level_table_joins_only_unique_public_keys():
     assert len(_rows(joined)) == len(RATINGS)
 
 
+def test_unique_public_keys_may_have_null_keys_and_a_repeated_key_is_shown():
+    # A null key never matches a row, so rows with one are not repeats; a repeat is named
+    # (the public table is public).
+    nulls = pd.DataFrame({"item": [10.0, 11.0, 12.0, None, None], "shelf": range(5)})
+    joined = bdp.table(RATINGS, None).join_public(nulls, "item")
+    assert len(_rows(joined)) == len(RATINGS)
+    with pytest.raises(InvalidParameter, match=r"repeats keys of \['item', 'shelf'\] \(such as \(10, 1\)\)"):
+        bdp.table(RATINGS.assign(shelf=1), None).join_public(
+            pd.DataFrame({"item": [10, 10, 11], "shelf": [1, 1, 1]}), ["item", "shelf"])
+
+
 def test_private_join_on_the_unit_joins_each_units_own_rows():
     joined = bdp.table(RATINGS, "user").join(bdp.table(PROFILES, "user"), ["user"])
     assert joined.columns == ["user", "item", "stars", "year", "age", "item_right"]

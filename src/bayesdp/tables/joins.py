@@ -99,19 +99,26 @@ def public_engine(public: Any, left: Engine) -> Engine:
 
 
 def check_unique(engine: Engine, columns: list[str]) -> None:
-    """A public table's join columns hold each key once (a row-level table's row must stay one row)."""
-    cols = ", ".join(ident(c) for c in columns)
+    """A public table's join columns hold each key once (a row-level table's row must stay one
+    row); a key with a null never matches, so those rows may repeat."""
     duck = _duckdb(engine)
     if duck is not None:
-        total, distinct = duck.rows(f"SELECT count(*), count(DISTINCT ({cols})) FROM {SOURCE}")[0]
+        cols = ", ".join(ident(c) for c in columns)
+        known = " AND ".join(f"{ident(c)} IS NOT NULL" for c in columns)
+        found = duck.rows(f"SELECT {cols} FROM {SOURCE} WHERE {known} GROUP BY ALL "
+                          "HAVING count(*) > 1 LIMIT 1")
     else:
+        from pyspark.sql import functions as F
+
         frame = engine.frame  # type: ignore[attr-defined]
-        total, distinct = frame.count(), frame.select(*columns).distinct().count()
-    if total != distinct:
+        found = frame.dropna(subset=columns).groupBy(*columns).agg(F.count(F.lit(1)).alias("__n")) \
+            .where(F.col("__n") > 1).select(*columns).limit(1).collect()
+    if found:
         raise InvalidParameter(
-            f"the public table repeats keys of {columns}: a table without a privacy unit treats "
-            "each row as a person, so a row matching several public rows would become several "
-            "people. Join on unique keys, or name the privacy unit (bdp.table(..., privacy_unit=...))")
+            f"the public table repeats keys of {columns} (such as {tuple(found[0])!r}): a table "
+            "without a privacy unit treats each row as a person, so a row matching several public "
+            "rows would become several people. Join on unique keys, or name the privacy unit "
+            "(bdp.table(..., privacy_unit=...))")
 
 
 def _kind(engine: Engine, column: str) -> str:
