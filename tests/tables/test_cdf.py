@@ -245,3 +245,15 @@ def test_a_range_between_edges_counts_the_bins_that_hold_it():
         1.0, rng=bdp.rng_for_tests(4))
     assert s.range(0.3, 0.7) == s.range(s.edges[3], s.edges[7])
     assert s.range(0.3, 0.7) != s.range(s.edges[2], s.edges[7])
+
+
+def test_quantile_and_quantiles_refuse_the_other_ones_argument_by_name():
+    r = bdp.table({"v": VALUES[:100]}, None).cdf("v", bounds=(0, 100), bins=8).release(
+        1.0, rng=bdp.rng_for_tests(1))
+    with pytest.raises(InvalidParameter, match=r"qs=0.5 is not allowed: .*for one level, quantile\(q\)"):
+        r.quantiles(0.5)
+    with pytest.raises(InvalidParameter, match=r"qs='0\.5' is not allowed"):
+        r.quantiles("0.5")
+    with pytest.raises(InvalidParameter, match=r"q=\[0.1, 0.5\] is not allowed: .*quantiles\(\[...\]\)"):
+        r.quantile([0.1, 0.5])
+    assert len(r.quantiles(np.array([0.2, 0.4]))) == 2 and len(r.quantiles((0.5,))) == 1

@@ -6,7 +6,7 @@ ranges or quantiles costs nothing more.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
@@ -125,6 +125,9 @@ class CdfRelease(Release):
 
     def quantiles(self, qs: Sequence[float]) -> pd.DataFrame:
         """The q-quantiles, one row per group and q: q, value, low, high (see the class)."""
+        if isinstance(qs, str | bytes) or not isinstance(qs, Iterable):
+            raise invalid("qs", qs, "a list of levels q in (0, 1), such as [0.25, 0.5, 0.75] "
+                                    "(for one level, quantile(q))")
         levels = [check_open_unit("q", q) for q in qs]
         if not levels:
             raise InvalidParameter("quantiles() needs at least one q in (0, 1)")
@@ -138,6 +141,8 @@ class CdfRelease(Release):
 
     def quantile(self, q: float) -> Any:
         """(value, low, high) of the q-quantile (see the class)."""
+        if isinstance(q, Iterable) and not isinstance(q, str | bytes):
+            raise invalid("q", q, "one level in (0, 1) (for several, quantiles([...]))")
         v, lo, hi = self._quantile(check_open_unit("q", q))
         return self._shaped({"value": v, "low": lo, "high": hi})
 
