@@ -255,8 +255,8 @@ def skew(rows: int, runs: int) -> None:
 
 
 def skew_memory() -> None:
-    """A release on a table whose largest user holds 20M rows (and 1M rows of Zipf users) under
-    memory_limit="1GB": its time and the process's peak RSS."""
+    """A release (the 2,000 groups as public keys) on a table whose largest user holds 20M rows
+    (and 1M rows of Zipf users) under memory_limit="1GB": its time and the process's peak RSS."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "heavy.parquet"
         duckdb.sql(f"""COPY (SELECT CASE WHEN i < 20000000 THEN 0 ELSE
@@ -264,9 +264,10 @@ def skew_memory() -> None:
             hash(i * 31) % 2000 AS grp, round(random() * 120, 2) AS revenue FROM range(21000000) t(i))
             TO '{path}' (FORMAT parquet)""")
         q = bdp.table(path, "user_id", memory_limit="1GB", temp_directory=Path(tmp) / "spill") \
-            .group_by("grp").agg(rows=bdp.count(), revenue=bdp.sum("revenue", bounds=(0, 100)))
+            .group_by("grp", keys=range(2000)).agg(rows=bdp.count(),
+                                                   revenue=bdp.sum("revenue", bounds=(0, 100)))
         t0 = time.perf_counter()
-        rel = q.release(1.0, 1e-6, max_groups_per_unit=5, max_rows_per_group=1)
+        rel = q.release(1.0, max_groups_per_unit=5, max_rows_per_group=1)
         took = time.perf_counter() - t0
         peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
         print(f"skew memory: 21M rows, the largest user 20M, memory_limit='1GB': release {took:.2f} s, "
