@@ -579,8 +579,9 @@ def _kept_sql(source: str, req: BoundingRequest, values: list[str], key_table: s
         group_rank = "dense_rank"  # a pair's kept rows share its rank
     # 2. Each unit's first max_groups pairs in the order of the keyed group hash, by a window
     # over the unit's kept rows (at most max_rows a pair), never over all its rows; the unit's
-    # rows that entered on its first row. The keys break a tie of the hash: the order is total,
-    # and DuckDB 2.0 spills a window sort on two keys where it runs out of memory on one.
+    # rows that entered on its first row. The keys break a tie of the hash, so the order is
+    # total; and with a second sort key DuckDB 2.0 keeps the window, which spills, where it
+    # turns `row_number() <= k` on one key into a top-k aggregate per unit, which does not.
     ranked, entered_sql = f"SELECT * FROM ({pairs})", "__n"
     if keys:
         by_unit = f"PARTITION BY {unit} ORDER BY {group_hash}, {', '.join(keys)}"
