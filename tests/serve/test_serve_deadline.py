@@ -193,7 +193,8 @@ def test_every_deadline_has_the_slack_for_scheduling_delays(service: Service) ->
     cfg = timing.TimingConfig(runs=1, least=0.0, slack=0.3)
     deadlines = timing.Releases(service.deadlines["visits"].synthetic, 0.0, cfg)
     seconds = deadlines.deadline(query, options, lambda q: time.sleep(0.01), "spec")
-    assert cfg.margin * 0.01 + 0.3 <= seconds < cfg.margin * 0.05 + 0.3
+    # The slack is added once (a second would put it past 0.6 s); the 0.25 s allow a loaded machine.
+    assert cfg.margin * 0.01 + 0.3 <= seconds < cfg.margin * 0.01 + 0.3 + 0.25
 
 
 def test_a_shape_is_timed_with_bare_columns_and_no_filter_whatever_asked_first(service: Service) -> None:
