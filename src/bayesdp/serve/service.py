@@ -203,6 +203,8 @@ class Service:
             unit = spec["privacy_unit"] = ds.privacy_unit  # the engines ignore case in names
         if unit != (ds.privacy_unit or False):
             raise invalid("privacy_unit", unit, f"{ds.privacy_unit or False!r}, the dataset's privacy unit")
+        if spec.setdefault("unit_name", ds.unit_name) != ds.unit_name:
+            raise invalid("unit_name", spec["unit_name"], f"{ds.unit_name!r}, what the dataset calls a unit")
         try:
             check_spec(spec, "the spec")
         except DataError as exc:
@@ -250,10 +252,17 @@ class Service:
         if not isinstance(text, str) or not text.strip():
             raise invalid("sql", text, f"one SELECT statement over the table {ds.name!r}")
         limits.check_sql(text, self.config.limits)
+        return self._translate(ds, text, request, ds.name)
+
+    def _translate(self, ds: Dataset, text: str, request: dict[str, Any], rows: str) -> Translation:
+        """`text` translated over the loaded table `rows` (the dataset's, or its calibration
+        rows) as `ds`, joined with its public tables."""
         public = {t: self.relation("pub", f"{ds.name}.{t}") for t in ds.public_tables}
-        return translate(text, {ds.name: self.relation("ds", ds.name), **public},
-                         metadata=self._metadata[ds.name], epsilon=request.get("epsilon"),
-                         delta=request.get("delta"))
+        t = translate(text, {ds.name: self.relation("ds", rows), **public},
+                      metadata=self._metadata[ds.name], epsilon=request.get("epsilon"),
+                      delta=request.get("delta"))
+        # The metadata names the unit's column; guarantees name the unit, as a spec's do.
+        return replace(t, query=replace(t.query, table=replace(t.query.table, unit_name=ds.unit_name)))
 
     def preview(self, ds: Dataset, request: dict[str, Any]) -> dict[str, Any]:
         """The expected error of a spec or SQL from public parameters (free: reads no data values)."""
@@ -285,8 +294,10 @@ class Service:
                 t = self.translation(ds, request)
                 asked: dict[str, Any] = {"sql": t.text}
                 query, options = t.query, t.options
+                joined = tuple(j.sql() for j in parse(t.text)[0].args.get("joins") or ())
                 release = self.timed(ds, query, options, ledger, "sql", lambda q, led: release_translation(
-                    replace(t, query=q), ledger=led))
+                    replace(t, query=q), ledger=led), joined, lambda: self._translate(
+                        ds, t.text, request, timing.calibration_name(ds.name)).query)
             else:
                 query, asked, options = self.query(ds, request.get("spec"))
                 if "epsilon" not in options:
@@ -303,13 +314,15 @@ class Service:
         return doc, " ".join([*release.curator_notes(), *(m for m in said if m not in public)])
 
     def timed(self, ds: Dataset, query: tables.Query, options: dict[str, Any], ledger: AuditedLedger,
-              kind: str, run: Callable[[tables.Query, Any], tables.Release]) -> tables.Release:
-        """`run(query, ledger)` answered at the deadline of its public shape and cost on `ds`;
+              kind: str, run: Callable[[tables.Query, Any], tables.Release], joined: tuple[str, ...] = (),
+              made_up: Callable[[], tables.Query] | None = None) -> tables.Release:
+        """`run(query, ledger)` answered at the deadline of its public shape and cost on `ds`
+        (`joined`, `made_up`: a query joining public tables, as `timing.Releases.deadline`);
         cut off there, it spends the plan's guarantee (unless it had) and raises DeadlinePassed."""
         declared = query.plan(**{k: v for k, v in options.items() if k != "alpha"}).guarantee
         deadlines = self.deadlines.get(ds.name)
-        seconds = None if deadlines is None else \
-            deadlines.deadline(query, options, lambda q: run(q, None), kind)
+        seconds = None if deadlines is None else deadlines.deadline(
+            query, options, lambda q: run(q, None), kind, joined, made_up if joined else None)
         guarded = timing.GuardedLedger(ledger)
 
         def cut() -> tables.Release:
@@ -330,8 +343,8 @@ class Service:
         if cfg is None:
             raise InvalidParameter(f"the dataset {ds.name!r} offers no synthetic data")
         frame, args = self.relation("ds", ds.name).df(), _synthetic_args(ds)
-        guarantee = fit_guarantee(frame, cfg.epsilon, cfg.delta, args["columns"], args["bounds"],
-                                  args["domain"])
+        guarantee = replace(fit_guarantee(frame, cfg.epsilon, cfg.delta, args["columns"], args["bounds"],
+                                          args["domain"]), unit=ds.unit)
         ledger.spend(guarantee, f"synthetic data of {ds.name} ({cfg.rows} rows)")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

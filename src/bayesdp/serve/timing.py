@@ -184,30 +184,34 @@ class Releases:
         self._typical: dict[Any, float] = {}
         self._lock = threading.Lock()
 
-    def deadline(self, query: Any, options: dict[str, Any], run: Callable[[Any], Any], kind: str) -> float:
+    def deadline(self, query: Any, options: dict[str, Any], run: Callable[[Any], Any], kind: str,
+                 joined: tuple[str, ...] = (), made_up: Callable[[], Any] | None = None) -> float:
         """The deadline of `run(query)` (a release of `kind`: "spec" or "sql"); measures `run` on
-        the synthetic rows the first time a release of this shape is asked for."""
-        key = (kind, *_shape(query, options))
+        the synthetic rows the first time a release of this shape is asked for. A query that
+        joins public tables (`joined`: its JOIN clauses, part of its shape) is measured as
+        `made_up()` builds it: the same query over the synthetic rows joined with the public
+        tables themselves (public, their size included)."""
+        key = (kind, joined, *_shape(query, options))
         with self._lock:  # one measurement at a time: requests of a new shape wait for it
             typical = self._typical.get(key)
             if typical is None:
                 typical = self._typical[key] = _median_time(
-                    lambda: _attempt(run, self._stand_in(query)), self.cfg)
+                    lambda: _attempt(lambda: run(self._stand_in(query, made_up))), self.cfg)
         extra = release_cost(query) - (0 if self.bare is None else len(query.expressions))
         return deadline_of(typical, self.per_cost * max(extra, 0.0), self.cfg)
 
-    def _stand_in(self, query: Any) -> Any:
+    def _stand_in(self, query: Any, made_up: Callable[[], Any] | None) -> Any:
         """`query`'s shape on the synthetic rows (a new cursor each time, for runs at once)."""
         bare = query.expressions if self.bare is None else dict.fromkeys(query.expressions, self.bare)
-        table = replace(query.table, engine=self.synthetic(), filters=())
-        return replace(query, table=table, expressions=bare)
+        rows = replace(query.table, engine=self.synthetic()) if made_up is None else made_up().table
+        return replace(query, table=replace(rows, filters=()), expressions=bare)
 
 
-def _attempt(run: Callable[[Any], Any], query: Any) -> None:
+def _attempt(run: Callable[[], Any]) -> None:
     """Run a release on made-up rows: if it fails there, the time it took still counts (and the
     analyst is answered from the real rows, at a deadline)."""
     try:
-        run(query)
+        run()
     except Exception:  # any failure on made-up rows says nothing about the data
         return
 
@@ -423,11 +427,16 @@ def synthetic_frame(ds: Any, rows: int) -> pd.DataFrame:
     return pd.DataFrame(data)
 
 
+def calibration_name(dataset: str) -> str:
+    """The name the synthetic rows of `dataset` are loaded under (`calibrate_dataset`)."""
+    return f"{dataset}#calibration"
+
+
 def calibrate_dataset(service: Any, ds: Any, cfg: TimingConfig) -> Releases:
     """`Releases` of `ds`, on synthetic rows of its public schema as many as its own, loaded as
     the service's dataset `NAME#calibration`; its cost per unit from a count with and without a
     costly filter; the bare column of its shapes a bounded (numeric) column, if it has one."""
-    cal = replace(ds, name=f"{ds.name}#calibration")
+    cal = replace(ds, name=calibration_name(ds.name))
     frame = synthetic_frame(ds, service.rows("ds", ds.name))
     service.db.register("calibration_rows", frame)
     try:
