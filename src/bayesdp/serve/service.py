@@ -10,7 +10,9 @@ computed from noise, with the request id in the label so the audit log can be re
 from __future__ import annotations
 
 import threading
+import time
 import warnings
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -112,6 +114,9 @@ class Service:
         self.lanes = timing.Lanes(config.timing.lanes)
         self.deadlines = {} if not config.timing.pad else {
             ds.name: timing.calibrate_dataset(self, ds, config.timing) for ds in config.datasets.values()}
+        if self.deadlines and config.timing.refresh:
+            threading.Thread(target=_refresh, args=(weakref.ref(self),), name="bayesdp-recalibration",
+                             daemon=True).start()
 
     def rows(self, kind: str, name: str) -> int:
         return int(self.relation(kind, name).aggregate("count(*)").fetchall()[0][0])
@@ -354,6 +359,18 @@ class Service:
         rows.to_csv(out, index=False)
         return {"dataset": ds.name, "rows": cfg.rows, "columns": list(rows.columns),
                 "guarantee": guarantee_json(guarantee)}
+
+
+def _refresh(service: weakref.ref[Service]) -> None:
+    """Re-time the release shapes asked for every `timing.refresh` seconds, while the service lives."""
+    while (s := service()) is not None:
+        every, s = s.config.timing.refresh, None
+        time.sleep(every)
+        if (s := service()) is None:
+            return
+        for deadlines in s.deadlines.values():
+            deadlines.refresh(s.lanes)
+        s = None
 
 
 def _synthetic_args(ds: Dataset) -> dict[str, Any]:

@@ -55,7 +55,9 @@ class TimingConfig:
     deadline); `slack`: seconds added to every deadline, for the machine's scheduling delays,
     which do not grow with the work; `least`: the shortest deadline in seconds; `runs`: timed
     runs per calibration point at start-up; `lanes`: padded requests that run at once (each
-    timing is calibrated with that many running)."""
+    timing is calibrated with that many running); `refresh`: seconds between re-timings of the
+    release shapes asked for meanwhile, in a window no request runs in (`Releases.refresh`; 0:
+    never), so that deadlines follow the machine's load."""
 
     pad: bool = True
     margin: float = 1.3
@@ -63,6 +65,7 @@ class TimingConfig:
     least: float = 0.05
     runs: int = 5
     lanes: int = 2
+    refresh: float = 15.0
 
 
 def parse_timing(doc: Any, key: str = "timing") -> TimingConfig:
@@ -71,14 +74,14 @@ def parse_timing(doc: Any, key: str = "timing") -> TimingConfig:
         return TimingConfig()
     if not isinstance(doc, dict):
         raise InvalidParameter(f"{key} must be a table such as {{ margin = 1.5 }}, not {doc!r}")
-    allowed = ["pad", "margin", "slack", "least", "runs", "lanes"]
+    allowed = ["pad", "margin", "slack", "least", "runs", "lanes", "refresh"]
     unknown = sorted(set(doc) - set(allowed))
     if unknown:
         raise InvalidParameter(f"unknown key(s) {unknown} in {key}; allowed: {allowed}")
     cfg = TimingConfig(**doc)
     if not isinstance(cfg.pad, bool):
         raise InvalidParameter(f"{key}.pad must be true or false, not {cfg.pad!r}")
-    for name, lo in (("margin", 1.0), ("slack", 0.0), ("least", 0.0)):
+    for name, lo in (("margin", 1.0), ("slack", 0.0), ("least", 0.0), ("refresh", 0.0)):
         v = getattr(cfg, name)
         if not isinstance(v, int | float) or isinstance(v, bool) or not lo <= v < 1e6:
             raise InvalidParameter(f"{key}.{name} must be a number in [{lo:g}, 1e6), not {v!r}")
@@ -150,6 +153,18 @@ def _median_time(run: Callable[[], Any], cfg: TimingConfig) -> float:
     as when requests fill them all), after one untimed run that warms the engine's caches.
     `run` opens its own engine cursor: the runs of a round share no connection."""
     times: list[float] = []
+    with warnings.catch_warnings():  # about made-up rows (the filter is the process's: set once)
+        warnings.simplefilter("ignore")
+        run()
+        for _ in range(cfg.runs):
+            times += _round(run, cfg.lanes, None)
+    return statistics.median(times)
+
+
+def _round(run: Callable[[], Any], lanes: int, until: float | None) -> list[float]:
+    """The wall times of `lanes` runs of `run()` at once; with `until` (a `time.monotonic()`),
+    only those done by then (the others go on in their threads, unwaited)."""
+    times: list[float] = []
     lock = threading.Lock()
 
     def timed() -> None:
@@ -159,16 +174,13 @@ def _median_time(run: Callable[[], Any], cfg: TimingConfig) -> float:
         with lock:
             times.append(took)
 
-    with warnings.catch_warnings():  # about made-up rows (the filter is the process's: set once)
-        warnings.simplefilter("ignore")
-        run()
-        for _ in range(cfg.runs):
-            lanes = [threading.Thread(target=timed, name="bayesdp-calibration") for _ in range(cfg.lanes)]
-            for t in lanes:
-                t.start()
-            for t in lanes:
-                t.join()
-    return statistics.median(times)
+    threads = [threading.Thread(target=timed, name="bayesdp-calibration", daemon=True) for _ in range(lanes)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(None if until is None else max(until - time.monotonic(), 0.0))
+    with lock:
+        return list(times)
 
 
 class Releases:
@@ -183,6 +195,9 @@ class Releases:
         self.synthetic, self.per_cost, self.cfg, self.bare = synthetic, per_cost, cfg, bare
         self._typical: dict[Any, float] = {}
         self._lock = threading.Lock()
+        self._runs: dict[Any, Callable[[], None]] = {}  # a run of each shape on the synthetic rows
+        self._recent: dict[Any, deque[float]] = {}  # its last timings (`refresh`)
+        self._asked: set[Any] = set()  # the shapes asked for since the last refresh
 
     def deadline(self, query: Any, options: dict[str, Any], run: Callable[[Any], Any], kind: str,
                  joined: tuple[str, ...] = (), made_up: Callable[[], Any] | None = None) -> float:
@@ -195,10 +210,35 @@ class Releases:
         with self._lock:  # one measurement at a time: requests of a new shape wait for it
             typical = self._typical.get(key)
             if typical is None:
-                typical = self._typical[key] = _median_time(
-                    lambda: _attempt(lambda: run(self._stand_in(query, made_up))), self.cfg)
+                self._runs[key] = once = lambda: _attempt(lambda: run(self._stand_in(query, made_up)))
+                typical = self._typical[key] = _median_time(once, self.cfg)
+                self._recent[key] = deque([typical], maxlen=RECENT)
+            self._asked.add(key)
         extra = release_cost(query) - (0 if self.bare is None else len(query.expressions))
         return deadline_of(typical, self.per_cost * max(extra, 0.0), self.cfg)
+
+    def refresh(self, lanes: Lanes) -> None:
+        """Re-time each shape asked for since the last refresh: one round of `lanes` runs at once
+        on the synthetic rows, in a window that reserves every lane (`Lanes.reserve_all`), so
+        that no request's work runs in it and the timing follows the machine's load, never a
+        request's data. A round not done by the end of its window (twice the shape's typical
+        time, plus the slack) counts as the whole window, which is known then, before any
+        request runs. The typical time becomes the largest of the last `RECENT` timings: it rises
+        with the load at once and falls back over a few refreshes."""
+        with self._lock:
+            asked, self._asked = self._asked, set()
+        for key in asked:
+            window = 2 * self._typical[key] + self.cfg.slack
+            start = lanes.reserve_all(window)
+            time.sleep(max(start - time.monotonic(), 0.0))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                times = _round(self._runs[key], self.cfg.lanes, start + window)
+            took = statistics.median(times) if len(times) == self.cfg.lanes else window
+            with self._lock:
+                self._recent[key].append(took)
+                self._typical[key] = max(self._recent[key])
+            time.sleep(max(start + window - time.monotonic(), 0.0))
 
     def _stand_in(self, query: Any, made_up: Callable[[], Any] | None) -> Any:
         """`query`'s shape on the synthetic rows (a new cursor each time, for runs at once)."""
@@ -251,6 +291,7 @@ class _Request:
 
 _current = threading.local()
 
+RECENT = 3  # re-timings a shape's typical time is the largest of (`Releases.refresh`)
 PENDING = 16  # connections a thread keeps for its next timed request (previews open some too)
 RESERVE = 0.05  # seconds before the deadline at which work still running is cut off, so that the
                 # default answer (its spend written) is ready by the deadline; at most a quarter
@@ -274,6 +315,13 @@ class Lanes:
             lane = min(range(len(self._free)), key=self._free.__getitem__)
             start = max(time.monotonic(), self._free[lane])
             self._free[lane] = start + seconds
+            return start
+
+    def reserve_all(self, seconds: float) -> float:
+        """The start of a reservation of every lane at once for `seconds`, when all are free."""
+        with self._lock:
+            start = max(time.monotonic(), *self._free)
+            self._free = [start + seconds] * len(self._free)
             return start
 
 
