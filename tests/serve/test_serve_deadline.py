@@ -313,3 +313,43 @@ def test_refresh_follows_the_load_on_made_up_rows_and_no_request_runs_meanwhile(
     deadlines.refresh(lanes)
     assert deadlines.deadline(query, options, lambda q: None, "spec") < 0.05
 
+
+
+def test_warnings_are_caught_per_request_not_from_other_threads(
+        service: Service, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A warning another request raises meanwhile (a curator's exact count, say) never reaches
+    this request's answer or its audit entry; its own do."""
+    from bayesdp import tables
+    from bayesdp.errors import CuratorWarning
+
+    service.deadlines.clear()  # no deadline: the release answers as soon as it is done
+    stop = threading.Event()
+
+    def other_request() -> None:
+        while not stop.is_set():
+            warnings.warn("curator only: 17 rows of another request", CuratorWarning, stacklevel=1)
+            time.sleep(0.005)
+
+    preview, release = tables.Query.preview, tables.Query.release
+
+    def slow(original: Any) -> Any:
+        def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+            warnings.warn("this request's own", UserWarning, stacklevel=1)
+            time.sleep(0.2)
+            return original(self, *args, **kwargs)
+        return run
+
+    monkeypatch.setattr(tables.Query, "preview", slow(preview))
+    monkeypatch.setattr(tables.Query, "release", slow(release))
+    ds = service.config.datasets["visits"]
+    spec = {"epsilon": 1.0, "aggregates": {"n": {"kind": "count"}}}
+    other = threading.Thread(target=other_request)
+    other.start()
+    try:
+        shown = service.preview(ds, {"dataset": "visits", "spec": spec})["warnings"]
+        _, audit = service.release(ds, {"dataset": "visits", "spec": spec}, None)  # type: ignore[arg-type]
+    finally:
+        stop.set()
+        other.join()
+    assert "this request's own" in shown and not any("17 rows" in w for w in shown), shown
+    assert "this request's own" in audit and "17 rows" not in audit, audit

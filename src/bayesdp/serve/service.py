@@ -36,6 +36,7 @@ from bayesdp.holdout import ReusableHoldout, table_means
 from bayesdp.jsonable import frame_json, guarantee_json
 from bayesdp.privacy import Ledger, Spend
 from bayesdp.serve import limits, timing
+from bayesdp.serve.caught import caught
 from bayesdp.serve.config import Config, Dataset, Holdout
 from bayesdp.serve.schema import check_columns
 from bayesdp.serve.state import State
@@ -279,13 +280,12 @@ class Service:
             query, _, options = self.query(ds, request.get("spec"))
         if "epsilon" not in options:
             raise InvalidParameter("epsilon is missing: give it in the spec")
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+        with caught() as said:  # this request's (previews read no data: their warnings are public)
             df = query.preview(**options, group_size=request.get("group_size"))
             plan = query.plan(**{k: v for k, v in options.items() if k != "alpha"})
         return {"dataset": ds.name, **frame_json(df),
                 "guarantee": guarantee_json(plan.guarantee),
-                "warnings": [str(w.message) for w in caught]}
+                "warnings": [str(w.message) for w in said]}
 
     def release(self, ds: Dataset, request: dict[str, Any],
                 ledger: AuditedLedger) -> tuple[dict[str, Any], str]:
@@ -293,8 +293,7 @@ class Service:
         which spend on the ledger before any noise; returns its public JSON and, for the
         curator's audit log only, its exact diagnostics."""
         check_request(request)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+        with caught() as warned:  # this request's, its deadline's worker thread included
             if "sql" in request:
                 t = self.translation(ds, request)
                 asked: dict[str, Any] = {"sql": t.text}
@@ -310,12 +309,11 @@ class Service:
                 release = self.timed(ds, query, options, ledger, "spec", lambda q, led: q.release(
                     ledger=led, label=asked.get("label"), **options))
         doc = release_json(replace(release, dataset=ds.name), asked, options)
-        # The analyst sees the warnings the plan decides (public), as the plan states them:
-        # releases run at once in lanes, and the warnings caught here are the process's, not
-        # this request's alone. Any other warning may depend on the data (a CuratorWarning,
-        # numpy's or an engine's): the audit log gets it.
+        # The analyst sees the warnings the plan decides (public), as the plan states them. Any
+        # other warning may depend on the data (a CuratorWarning, numpy's or an engine's): the
+        # audit log gets it.
         doc["warnings"] = public = usefulness_warnings(release.plan)
-        said = [str(w.message) for w in caught]
+        said = [str(w.message) for w in warned]
         return doc, " ".join([*release.curator_notes(), *(m for m in said if m not in public)])
 
     def timed(self, ds: Dataset, query: tables.Query, options: dict[str, Any], ledger: AuditedLedger,
@@ -351,8 +349,7 @@ class Service:
         guarantee = replace(fit_guarantee(frame, cfg.epsilon, cfg.delta, args["columns"], args["bounds"],
                                           args["domain"]), unit=ds.unit)
         ledger.spend(guarantee, f"synthetic data of {ds.name} ({cfg.rows} rows)")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with caught():  # not passed on
             syn = synthesize(frame, cfg.epsilon, cfg.delta, method=cfg.method, **args)
         rows = syn.sample(cfg.rows)
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,6 @@ import contextvars
 import statistics
 import threading
 import time
-import warnings
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, is_dataclass, replace
@@ -45,6 +44,7 @@ import pandas as pd
 from bayesdp.errors import BayesdpError, InvalidParameter
 from bayesdp.expressions import RowExpression, row_expression
 from bayesdp.holdout import table_means
+from bayesdp.serve.caught import caught, in_context
 
 T = TypeVar("T")
 
@@ -153,8 +153,7 @@ def _median_time(run: Callable[[], Any], cfg: TimingConfig) -> float:
     as when requests fill them all), after one untimed run that warms the engine's caches.
     `run` opens its own engine cursor: the runs of a round share no connection."""
     times: list[float] = []
-    with warnings.catch_warnings():  # about made-up rows (the filter is the process's: set once)
-        warnings.simplefilter("ignore")
+    with caught():  # about made-up rows: dropped
         run()
         for _ in range(cfg.runs):
             times += _round(run, cfg.lanes, None)
@@ -174,7 +173,8 @@ def _round(run: Callable[[], Any], lanes: int, until: float | None) -> list[floa
         with lock:
             times.append(took)
 
-    threads = [threading.Thread(target=timed, name="bayesdp-calibration", daemon=True) for _ in range(lanes)]
+    threads = [threading.Thread(target=in_context(timed), name="bayesdp-calibration", daemon=True)
+               for _ in range(lanes)]
     for t in threads:
         t.start()
     for t in threads:
@@ -231,8 +231,7 @@ class Releases:
             window = 2 * self._typical[key] + self.cfg.slack
             start = lanes.reserve_all(window)
             time.sleep(max(start - time.monotonic(), 0.0))
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
+            with caught():  # about made-up rows: dropped
                 times = _round(self._runs[key], self.cfg.lanes, start + window)
             took = statistics.median(times) if len(times) == self.cfg.lanes else window
             with self._lock:
