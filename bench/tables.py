@@ -26,6 +26,13 @@ Run with the anchor environment:  .venv-bench/bin/python bench/tables.py [--rows
    alternating rounds, releases on it against the plain GROUP BY with the same aggregates: with
    the median and private keys (the median's grid is counted once per column and bounds, so
    also with bounds not asked before), and without it with the 1,000 campaigns as public keys.
+6. Skewed units (`--skew`): count, sum and mean of revenue in [0, 100] per group, ≤5 groups and
+   1 row per group per user, on `zipf()` (Zipf(1.6) users, 2,000 groups), `uniform()` (rows/10
+   users, 2,000 groups) and, at 1M rows, the events table; private keys (partition selection)
+   and the first 1,000 groups as public keys; in alternating rounds, the per-pair floor (the keys
+   semi-joined, each (user, group) pair to its row of smallest keyed hash by `arg_min`, a
+   `row_number` per user over its pairs by another keyed hash, the aggregates) and the release.
+   `--skew-memory` releases a table whose largest user holds 20M rows under memory_limit="1GB".
 Prints ratios measured in one run; the machine may be shared, so read ratios, not seconds.
 """
 
@@ -192,6 +199,82 @@ def floor(rows: int, runs: int) -> None:
                   f" ({'meets' if t['release'] <= 1.3 * t['floor'] else 'misses'} 1.3x)", flush=True)
 
 
+def zipf(path: Path, rows: int) -> None:
+    """Users of Zipf(1.6) activity (user k >= 1 with probability about k^-1.6: the largest holds a
+    third of the rows), 2,000 groups at random, revenue in [0, 120)."""
+    duckdb.sql(f"""COPY (SELECT least(floor(pow(1 - random(), -1 / 0.6)), 1e15)::BIGINT AS user_id,
+        hash(i * 31) % 2000 AS grp, round(random() * 120, 2) AS revenue FROM range({rows}) t(i))
+        TO '{path}' (FORMAT parquet)""")
+
+
+def uniform(path: Path, rows: int) -> None:
+    """rows/10 users of uniform activity, 2,000 groups at random, revenue in [0, 120)."""
+    duckdb.sql(f"""COPY (SELECT hash(i) % {max(rows // 10, 1)} AS user_id, hash(i * 31) % 2000 AS grp,
+        round(random() * 120, 2) AS revenue FROM range({rows}) t(i)) TO '{path}' (FORMAT parquet)""")
+
+
+def pair_sql(source: str, group: str, aggregates: str, where: str = "TRUE") -> str:
+    """`aggregates` of `v` (revenue clipped to [0, 100]) per `group`, bounded per (user, group)
+    pair: each pair's row of smallest keyed hash (`arg_min`), then each user's 5 pairs of
+    smallest keyed group hash (`row_number` over the user's pairs). The per-pair floor."""
+    seed = secrets.randbits(63)
+    return (f"SELECT {group}, {aggregates} FROM (SELECT {group}, v, row_number() OVER (PARTITION BY"
+            f" user_id ORDER BY hash(user_id, {group}, {seed})) AS r FROM (SELECT user_id, {group},"
+            f" arg_min(least(greatest(revenue, 0), 100), hash(user_id, {group}, revenue, {seed + 1}))"
+            f" AS v FROM {source} WHERE {where} GROUP BY user_id, {group})) WHERE r <= 5 GROUP BY {group}")
+
+
+def skew(rows: int, runs: int) -> None:
+    """The release against the per-pair floor, uniform and Zipf users, private and public keys."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tables = [("Zipf users", zipf, "grp"), ("uniform users", uniform, "grp")]
+        if rows <= 1_000_000:
+            tables.append(("the events table", events, "campaign"))
+        for label, make, group in tables:
+            path = Path(tmp) / f"{make.__name__}.parquet"
+            make(path, rows)
+            con = duckdb.connect(config={"preserve_insertion_order": False})
+            top = con.sql(f"SELECT max(n) FROM (SELECT count(*) AS n FROM '{path}' GROUP BY user_id)")
+            largest = top.fetchall()[0][0]
+            con.sql("CREATE TABLE public_keys AS SELECT range AS k FROM range(1000)")
+            for k in (None, 1_000):
+                where = "TRUE" if k is None else f"{group} IN (SELECT k FROM public_keys)"
+                q = bdp.table(path, "user_id").group_by(group, keys=None if k is None else range(k)).agg(
+                    rows=bdp.count(), revenue=bdp.sum("revenue", bounds=(0, 100)),
+                    avg=bdp.mean("revenue", bounds=(0, 100)))
+                t = alternating(
+                    runs, floor=lambda c=con, g=group, w=where, p=path: c.sql(pair_sql(
+                        f"'{p}'", g, "count(*), sum(v), avg(v)", w)).fetchall(),
+                    release=lambda q=q, k=k: q.release(1.0, 1e-6 if k is None else 0.0,
+                                                       max_groups_per_unit=5, max_rows_per_group=1))
+                keys = "private keys" if k is None else "1,000 public keys"
+                print(f"skew, {label} (largest {largest:,} rows), {keys}, {rows:,} rows (median of "
+                      f"{runs} alternating rounds): per-pair floor {t['floor']:.3f} s, release "
+                      f"{t['release']:.3f} s = {t['release'] / t['floor']:.2f}x the floor "
+                      f"({'meets' if t['release'] <= 1.3 * t['floor'] else 'misses'} 1.3x)", flush=True)
+
+
+def skew_memory() -> None:
+    """A release (the 2,000 groups as public keys) on a table whose largest user holds 20M rows
+    (and 1M rows of Zipf users) under memory_limit="1GB": its time and the process's peak RSS."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "heavy.parquet"
+        duckdb.sql(f"""COPY (SELECT CASE WHEN i < 20000000 THEN 0 ELSE
+            least(floor(pow(1 - random(), -1 / 0.6)), 1e15)::BIGINT END AS user_id,
+            hash(i * 31) % 2000 AS grp, round(random() * 120, 2) AS revenue FROM range(21000000) t(i))
+            TO '{path}' (FORMAT parquet)""")
+        q = bdp.table(path, "user_id", memory_limit="1GB", temp_directory=Path(tmp) / "spill") \
+            .group_by("grp", keys=range(2000)).agg(rows=bdp.count(),
+                                                   revenue=bdp.sum("revenue", bounds=(0, 100)))
+        t0 = time.perf_counter()
+        rel = q.release(1.0, max_groups_per_unit=5, max_rows_per_group=1)
+        took = time.perf_counter() - t0
+        peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+        print(f"skew memory: 21M rows, the largest user 20M, memory_limit='1GB': release {took:.2f} s, "
+              f"{len(rel)} groups, kept {rel.diagnostics.kept_rows:,} rows; peak RSS {peak_gb:.2f} GB",
+              flush=True)
+
+
 def pipeline_dp_time(path: Path, n: int) -> float | None:
     try:
         import pipeline_dp
@@ -355,7 +438,15 @@ def main() -> None:
     p.add_argument("--skip-keys", action="store_true")
     p.add_argument("--floor", action="store_true", help="only the release against the floor")
     p.add_argument("--bounded", action="store_true", help="only releases on a table bounded once")
+    p.add_argument("--skew", action="store_true", help="only the per-pair floor, skewed units")
+    p.add_argument("--skew-memory", action="store_true", help="only a 20M-row user under 1GB")
     args = p.parse_args()
+    if args.skew or args.skew_memory:
+        if args.skew:
+            skew(args.rows, args.runs)
+        if args.skew_memory:
+            skew_memory()
+        return
     if args.floor or args.bounded:
         if args.floor:
             floor(args.rows, args.runs)

@@ -78,3 +78,16 @@ def test_joins_refused_point_at_the_construct(query, words, caret):
         bdp.sql(query, sources, metadata=META, epsilon=1.0)
     text, marks = str(info.value).splitlines()[-2:]
     assert text[marks.index("^"):].startswith(caret)
+
+
+def test_metadata_max_rows_per_key_serves_joins_off_the_unit_and_is_ignored_on_it():
+    meta = {"tables": {**META["tables"], "profiles": {**META["tables"]["profiles"], "max_rows_per_key": 1}}}
+    got = bdp.sql("SELECT COUNT(*) AS n, AVG(p.age) AS age FROM ratings AS r JOIN profiles AS p "
+                  "USING (user)", SOURCES, metadata=meta, epsilon=1.0, rng=bdp.rng_for_tests(5))
+    want = bdp.table(RATINGS, "user").join(bdp.table(PROFILES, "user"), "user").agg(
+        n=bdp.count(), age=bdp.mean("age", (0, 100))).release(
+        1.0, max_groups_per_unit=3, max_rows_per_group=2, rng=bdp.rng_for_tests(5))
+    pd.testing.assert_frame_equal(got.to_pandas(), want.to_pandas())
+    off = bdp.sql("SELECT COUNT(*) AS n FROM ratings AS r JOIN profiles AS p ON r.item = p.age",
+                  SOURCES, metadata=meta, epsilon=1.0)
+    assert list(off.to_pandas().columns) == ["n", "n_low", "n_high"]

@@ -218,3 +218,42 @@ def test_neighbouring_tables_differ_only_in_the_released_values():
     for x, y in zip(out[0], out[1], strict=True):
         assert list(x.columns) == list(y.columns) and len(x) == len(y)
         assert x["g"].tolist() == y["g"].tolist()
+
+
+def test_explain_and_the_frame_say_how_the_intervals_hold_and_what_each_column_is():
+    df = pd.DataFrame({"u": np.arange(200), "g": np.tile(["a", "b"], 100),
+                       "v": np.where(np.arange(200) % 7 == 0, np.nan, np.arange(200) % 10)})
+    r = bdp.table(df, "u").group_by("g", keys=["a", "b"]).cdf("v", bounds=(0, 10), bins=10).release(
+        1.0, max_groups_per_unit=1, rng=bdp.rng_for_tests(2))
+    words = r.explain()
+    assert "95%" in words and "hold for all quantiles together" in words
+    assert "null values count in no bin" in words
+    doc = CdfRelease.to_pandas.__doc__
+    assert all(c in doc for c in r.to_pandas().columns if c != "g")
+
+
+def test_a_range_between_edges_counts_the_bins_that_hold_it():
+    # Integer values on unit bins: [2.2, 2.4) lies in the bin [2, 3), which holds 100 values; a
+    # range rounded to the nearest edges would have been [2, 2), an exact-looking 0 ± 0.
+    # On 0.1-wide float edges, 0.3 and 0.7 are edges although 0.1 * 3 != 0.3 in floats.
+    r = bdp.table({"v": np.repeat(np.arange(10.0), 100)}, None).cdf(
+        "v", bounds=(0, 10), bins=10).release(1.0, rng=bdp.rng_for_tests(3))
+    assert r.range(2.2, 2.4) == r.range(2, 3) and r.range(2, 3)[1] > 0
+    assert r.range(1.5, 4.01) == r.range(1, 5) and r.range(None, 0.5) == r.range(0, 1)
+    assert r.range(2.2, 2.2) == (0.0, 0.0, 0.0)
+    s = bdp.table({"v": np.linspace(0.05, 0.95, 10)}, None).cdf("v", bounds=(0, 1), bins=10).release(
+        1.0, rng=bdp.rng_for_tests(4))
+    assert s.range(0.3, 0.7) == s.range(s.edges[3], s.edges[7])
+    assert s.range(0.3, 0.7) != s.range(s.edges[2], s.edges[7])
+
+
+def test_quantile_and_quantiles_refuse_the_other_ones_argument_by_name():
+    r = bdp.table({"v": VALUES[:100]}, None).cdf("v", bounds=(0, 100), bins=8).release(
+        1.0, rng=bdp.rng_for_tests(1))
+    with pytest.raises(InvalidParameter, match=r"qs=0.5 is not allowed: .*for one level, quantile\(q\)"):
+        r.quantiles(0.5)
+    with pytest.raises(InvalidParameter, match=r"qs='0\.5' is not allowed"):
+        r.quantiles("0.5")
+    with pytest.raises(InvalidParameter, match=r"q=\[0.1, 0.5\] is not allowed: .*quantiles\(\[...\]\)"):
+        r.quantile([0.1, 0.5])
+    assert len(r.quantiles(np.array([0.2, 0.4]))) == 2 and len(r.quantiles((0.5,))) == 1

@@ -75,6 +75,17 @@ def test_a_row_level_table_joins_only_unique_public_keys():
     assert len(_rows(joined)) == len(RATINGS)
 
 
+def test_unique_public_keys_may_have_null_keys_and_a_repeated_key_is_shown():
+    # A null key never matches a row, so rows with one are not repeats; a repeat is named
+    # (the public table is public).
+    nulls = pd.DataFrame({"item": [10.0, 11.0, 12.0, None, None], "shelf": range(5)})
+    joined = bdp.table(RATINGS, None).join_public(nulls, "item")
+    assert len(_rows(joined)) == len(RATINGS)
+    with pytest.raises(InvalidParameter, match=r"repeats keys of \['item', 'shelf'\] \(such as \(10, 1\)\)"):
+        bdp.table(RATINGS.assign(shelf=1), None).join_public(
+            pd.DataFrame({"item": [10, 10, 11], "shelf": [1, 1, 1]}), ["item", "shelf"])
+
+
 def test_private_join_on_the_unit_joins_each_units_own_rows():
     joined = bdp.table(RATINGS, "user").join(bdp.table(PROFILES, "user"), ["user"])
     assert joined.columns == ["user", "item", "stars", "year", "age", "item_right"]
@@ -127,6 +138,30 @@ def test_neighbours_differ_only_in_the_added_units_joined_rows():
                                                  rng=bdp.rng_for_tests(5))
         out.append(_rows(joined))
     pd.testing.assert_frame_equal(out[0], out[1][out[1]["user"] != 7].reset_index(drop=True))
+
+
+def test_join_keys_of_different_kinds_are_refused_from_the_schemas(tmp_path):
+    # Security pair: text keys joined to numbers would be cast row by row, so a neighbour whose
+    # added row holds 'x' would fail where the other table releases. Both are refused alike,
+    # before the ledger is touched.
+    ledger = bdp.Ledger(tmp_path / "l.db", budget=bdp.Guarantee(5.0, unit="user"))
+    public = pd.DataFrame({"code": [1, 2], "label": ["a", "b"]})
+    messages = []
+    for codes in (["1", "2"], ["1", "2", "x"]):
+        t = bdp.table(pd.DataFrame({"user": range(len(codes)), "code": codes}), "user")
+        with pytest.raises(InvalidParameter) as err:
+            t.join_public(public, "code").agg(n=bdp.count()).release(
+                1.0, max_rows_per_group=1, ledger=ledger)
+        messages.append(str(err.value))
+    assert messages[0] == messages[1]
+    assert "'code' (VARCHAR, text) with 'code' (BIGINT, numbers)" in messages[0]
+    assert ledger.history() == []
+    profiles = bdp.table(PROFILES.assign(item=PROFILES["item"].astype(str)), "user")
+    with pytest.raises(InvalidParameter, match="same kind of values"):
+        bdp.table(RATINGS, "user").join(profiles, "item", max_rows_per_key=1)
+    # Integers join floats (both numbers).
+    floats = ITEMS.assign(item=ITEMS["item"].astype(float))
+    assert len(_rows(bdp.table(RATINGS, "user").join_public(floats, "item"))) == len(RATINGS)
 
 
 BASE = pd.DataFrame({"user": [1, 2, 3], "item": [10, 11, 12]})

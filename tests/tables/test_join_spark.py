@@ -27,3 +27,11 @@ def test_spark_and_duckdb_release_the_same_joins(spark):
         q = t.group_by("genre", keys=items["genre"]).agg(n=bdp.count(), age=bdp.mean("age", (18, 80)))
         out.append(q.release(1.0, max_groups_per_unit=1, rng=bdp.rng_for_tests(2)).to_pandas())
     pd.testing.assert_frame_equal(out[0], out[1])
+
+
+def test_spark_checks_unique_public_keys_as_duckdb_does(spark):
+    ratings = spark.createDataFrame(pd.DataFrame({"item": [10, 11]}))
+    nulls = pd.DataFrame({"item": [10.0, 11.0, None, None], "shelf": range(4)})
+    assert bdp.table(ratings, None).join_public(nulls, "item").engine.frame.count() == 2
+    with pytest.raises(bdp.errors.InvalidParameter, match=r"such as \(10,\)"):
+        bdp.table(ratings, None).join_public(pd.DataFrame({"item": [10, 10]}), "item")

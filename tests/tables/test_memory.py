@@ -79,3 +79,30 @@ def test_release_command_takes_memory_options(events, tmp_path, capsys):
     assert main([*args, "--memory-limit", "256MB"]) == 0
     assert main([*args, "--memory-limit", "lots"]) == 2
     assert "memory_limit='lots' is not allowed" in " ".join(capsys.readouterr().err.split())
+
+
+@pytest.fixture(scope="module")
+def heavy(tmp_path_factory):
+    """1M rows, 950,000 of them one unit's (in 50 campaigns), the others 1,000 units'."""
+    path = tmp_path_factory.mktemp("memory") / "heavy.parquet"
+    duckdb.sql(f"""COPY (SELECT CASE WHEN i < 950000 THEN 0 ELSE 1 + i % 1000 END AS user_id,
+                   'c' || (hash(i * 31) % 50) AS campaign, (i * 37 % 1000) / 10.0 AS revenue
+                   FROM range({ROWS // 2}) t(i)) TO '{path}' (FORMAT parquet)""")
+    return path
+
+
+@pytest.mark.parametrize("rows", [1, 2])
+def test_bounding_memory_does_not_follow_the_largest_unit(heavy, tmp_path, rows):
+    """Capped at 32 MB, a release on a table where one unit holds 95% of the rows bounds each
+    (unit, campaign) pair, never the unit's rows together (one window partition of 950,000
+    rows, which DuckDB cannot spill), and releases what the uncapped run releases."""
+
+    def run(con):
+        con.execute("SET threads = 2")
+        q = bdp.table(str(heavy), "user_id", connection=con).group_by("campaign").agg(
+            rows=bdp.count(), revenue=bdp.sum("revenue", bounds=(0, 100)))
+        return q.release(1.0, 1e-6, max_groups_per_unit=2, max_rows_per_group=rows,
+                         rng=rng_for_tests(5)).to_pandas()
+
+    capped = run(connect("32MB", tmp_path / "spill"))
+    pd.testing.assert_frame_equal(capped, run(connect()), rtol=1e-12)

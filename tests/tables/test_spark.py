@@ -366,3 +366,17 @@ def test_implicit_casts_of_text_are_decided_from_the_schema(spark, tmp_path):
     assert spent == pytest.approx(len(TOTAL))
     for kind in IMPLICIT:
         assert seen[kind][0] == "InvalidParameter" and "write an explicit CAST(" in seen[kind][1], kind
+
+
+def test_a_pair_holds_its_kept_rows_not_all_its_rows(spark, data):
+    """With more than one row per pair, each (user, campaign) pair aggregates into a heap of its
+    max_rows rows of smallest keyed hash (`min_by` with k, Spark 4.2+), not a list of all its
+    rows: the memory of a pair follows max_rows, not the rows of its heaviest user."""
+    from bayesdp.tables.engines.spark import _pairs, _top_k
+
+    if not _top_k(spark):
+        pytest.skip("min_by with k needs Spark 4.2")
+    req = BoundingRequest("user_id", ("campaign",), 2, 3, 2**70 + 1, measures=(MEASURE,))
+    plan = _pairs(spark.createDataFrame(data), req, ["revenue"], None)._jdf.queryExecution() \
+        .optimizedPlan().toString()
+    assert "min_by" in plan.lower() and "collect_list" not in plan.lower()

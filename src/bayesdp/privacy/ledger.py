@@ -38,7 +38,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import KW_ONLY, asdict, dataclass
+from dataclasses import KW_ONLY, asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -396,6 +396,17 @@ class Ledger:
                 )
             conn.execute("UPDATE meta SET value = ? WHERE key = 'accounting'", (accounting,))
         self.accounting = accounting
+
+    def rename_unit(self, unit: str) -> None:
+        """Call the privacy unit of this ledger's budget and spends `unit`: the same units under
+        another name (as when a service that named the unit's column now names the unit), so
+        nothing is admitted that was not before."""
+        renamed = replace(self.budget, unit=unit)
+        with self._connect() as conn, immediate(conn):
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'budget'",
+                         (json.dumps(_guarantee_json(renamed)),))
+            conn.execute("UPDATE spends SET unit = ?", (unit,))
+        self.budget, self._rule = renamed, None
 
     def remaining(self) -> Guarantee:
         """The largest next spend the filter admits: ε and δ (basic, advanced), ρ (zcdp), μ (gdp)."""

@@ -19,8 +19,7 @@
     max_rows_per_group = 5
     budget = { epsilon = 2.0, delta = 1e-6, accounting = "basic" }   # per analyst
     analysts = ["alice", "bob"]      # only these analysts see it (default: every analyst)
-    public_tables = { plans = "plans.csv" }  # public tables its SQL may JOIN (bayesdp.sql.joins;
-                                     # needs timing = { pad = false } for now)
+    public_tables = { plans = "plans.csv" }  # public tables its SQL may JOIN (bayesdp.sql.joins)
     [datasets.hie.columns]           # the public schema: only these columns can be used
     coins = { domain = [0, 25, 50, 95, 100] }   # public keys
     meddol = { bounds = [0, 3000] }
@@ -124,7 +123,14 @@ class Dataset:
 
     @property
     def unit(self) -> str:
-        """The unit a guarantee names: the privacy unit column, or "row"."""
+        """The unit every guarantee of the dataset names: its `unit_name` ("person"), never the
+        column that holds it."""
+        return self.unit_name
+
+    @property
+    def former_unit(self) -> str:
+        """The unit ledgers were created with before guarantees named `unit_name`: the privacy
+        unit column, or "row"."""
         return self.privacy_unit or "row"
 
     def sql_metadata(self) -> dict[str, Any]:
@@ -184,12 +190,6 @@ def parse_config(doc: dict[str, Any], base: Path) -> Config:
         raise InvalidParameter("datasets is missing or empty: define at least one [datasets.NAME]")
     parsed = {n: _dataset(n, d, base) for n, d in datasets.items()}
     timing = parse_timing(doc.get("timing"))
-    joined = [n for n, d in parsed.items() if d.public_tables]
-    if joined and timing.pad:
-        raise InvalidParameter(
-            f"datasets.{joined[0]}.public_tables needs timing = {{ pad = false }}: the deadline of a "
-            "release is measured on made-up rows of the dataset alone, without the joined table, so "
-            "a JOIN would overrun it")
     return Config(
         state=_path(doc["state"], "state", base),
         datasets=parsed,

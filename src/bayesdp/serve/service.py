@@ -10,7 +10,9 @@ computed from noise, with the request id in the label so the audit log can be re
 from __future__ import annotations
 
 import threading
+import time
 import warnings
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -34,6 +36,7 @@ from bayesdp.holdout import ReusableHoldout, table_means
 from bayesdp.jsonable import frame_json, guarantee_json
 from bayesdp.privacy import Ledger, Spend
 from bayesdp.serve import limits, timing
+from bayesdp.serve.caught import caught
 from bayesdp.serve.config import Config, Dataset, Holdout
 from bayesdp.serve.schema import check_columns
 from bayesdp.serve.state import State
@@ -113,6 +116,9 @@ class Service:
         self.lanes = timing.Lanes(config.timing.lanes)
         self.deadlines = {} if not config.timing.pad else {
             ds.name: timing.calibrate_dataset(self, ds, config.timing) for ds in config.datasets.values()}
+        if self.deadlines and config.timing.refresh:
+            threading.Thread(target=_refresh, args=(weakref.ref(self),), name="bayesdp-recalibration",
+                             daemon=True).start()
 
     def rows(self, kind: str, name: str) -> int:
         return int(self.relation(kind, name).aggregate("count(*)").fetchall()[0][0])
@@ -204,6 +210,8 @@ class Service:
             unit = spec["privacy_unit"] = ds.privacy_unit  # the engines ignore case in names
         if unit != (ds.privacy_unit or False):
             raise invalid("privacy_unit", unit, f"{ds.privacy_unit or False!r}, the dataset's privacy unit")
+        if spec.setdefault("unit_name", ds.unit_name) != ds.unit_name:
+            raise invalid("unit_name", spec["unit_name"], f"{ds.unit_name!r}, what the dataset calls a unit")
         try:
             check_spec(spec, "the spec")
         except DataError as exc:
@@ -251,10 +259,17 @@ class Service:
         if not isinstance(text, str) or not text.strip():
             raise invalid("sql", text, f"one SELECT statement over the table {ds.name!r}")
         limits.check_sql(text, self.config.limits)
+        return self._translate(ds, text, request, ds.name)
+
+    def _translate(self, ds: Dataset, text: str, request: dict[str, Any], rows: str) -> Translation:
+        """`text` translated over the loaded table `rows` (the dataset's, or its calibration
+        rows) as `ds`, joined with its public tables."""
         public = {t: self.relation("pub", f"{ds.name}.{t}") for t in ds.public_tables}
-        return translate(text, {ds.name: self.relation("ds", ds.name), **public},
-                         metadata=self._metadata[ds.name], epsilon=request.get("epsilon"),
-                         delta=request.get("delta"))
+        t = translate(text, {ds.name: self.relation("ds", rows), **public},
+                      metadata=self._metadata[ds.name], epsilon=request.get("epsilon"),
+                      delta=request.get("delta"))
+        # The metadata names the unit's column; guarantees name the unit, as a spec's do.
+        return replace(t, query=replace(t.query, table=replace(t.query.table, unit_name=ds.unit_name)))
 
     def preview(self, ds: Dataset, request: dict[str, Any]) -> dict[str, Any]:
         """The expected error of a spec or SQL from public parameters (free: reads no data values)."""
@@ -267,13 +282,12 @@ class Service:
             query, _, options = self.query(ds, request.get("spec"))
         if "epsilon" not in options:
             raise InvalidParameter("epsilon is missing: give it in the spec")
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+        with caught() as said:  # this request's (previews read no data: their warnings are public)
             # Bounds the BigQuery clause learns are unknown until its release: its preview says so.
             df, guarantee = preview(query, learn, options, group_size=request.get("group_size"))
         return {"dataset": ds.name, **frame_json(df),
                 "guarantee": guarantee_json(guarantee),
-                "warnings": [str(w.message) for w in caught]}
+                "warnings": [str(w.message) for w in said]}
 
     def release(self, ds: Dataset, request: dict[str, Any],
                 ledger: AuditedLedger) -> tuple[dict[str, Any], str]:
@@ -282,14 +296,15 @@ class Service:
         curator's audit log only, its exact diagnostics."""
         check_request(request)
         t = None
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+        with caught() as warned:  # this request's, its deadline's worker thread included
             if "sql" in request:
                 t = self.translation(ds, request)
                 asked: dict[str, Any] = {"sql": t.text}
                 query, options = t.query, t.options
+                joined = tuple(j.sql() for j in parse(t.text)[0].args.get("joins") or ())
                 release = self.timed(ds, query, options, ledger, "sql", lambda q, led: release_translation(
-                    replace(t, query=q), ledger=led))
+                    replace(t, query=q), ledger=led), joined, lambda: self._translate(
+                        ds, t.text, request, timing.calibration_name(ds.name)).query)
             else:
                 query, asked, options = self.query(ds, request.get("spec"))
                 if "epsilon" not in options:
@@ -297,23 +312,24 @@ class Service:
                 release = self.timed(ds, query, options, ledger, "spec", lambda q, led: q.release(
                     ledger=led, label=asked.get("label"), **options))
         doc = release_json(replace(release, dataset=ds.name), asked, options)
-        # The analyst sees the warnings the plan decides (public), as the plan states them:
-        # releases run at once in lanes, and the warnings caught here are the process's, not
-        # this request's alone. Any other warning may depend on the data (a CuratorWarning,
-        # numpy's or an engine's): the audit log gets it. Bounds SQL learnt are DP values.
+        # The analyst sees the warnings the plan decides (public), as the plan states them, and
+        # the bounds SQL learnt (DP values). Any other warning may depend on the data (a
+        # CuratorWarning, numpy's or an engine's): the audit log gets it.
         doc["warnings"] = public = usefulness_warnings(release.plan) + (
             public_warnings(t, release) if t is not None else [])
-        said = [str(w.message) for w in caught]
+        said = [str(w.message) for w in warned]
         return doc, " ".join([*release.curator_notes(), *(m for m in said if m not in public)])
 
     def timed(self, ds: Dataset, query: tables.Query, options: dict[str, Any], ledger: AuditedLedger,
-              kind: str, run: Callable[[tables.Query, Any], tables.Release]) -> tables.Release:
-        """`run(query, ledger)` answered at the deadline of its public shape and cost on `ds`;
+              kind: str, run: Callable[[tables.Query, Any], tables.Release], joined: tuple[str, ...] = (),
+              made_up: Callable[[], tables.Query] | None = None) -> tables.Release:
+        """`run(query, ledger)` answered at the deadline of its public shape and cost on `ds`
+        (`joined`, `made_up`: a query joining public tables, as `timing.Releases.deadline`);
         cut off there, it spends the plan's guarantee (unless it had) and raises DeadlinePassed."""
         declared = query.plan(**{k: v for k, v in options.items() if k != "alpha"}).guarantee
         deadlines = self.deadlines.get(ds.name)
-        seconds = None if deadlines is None else \
-            deadlines.deadline(query, options, lambda q: run(q, None), kind)
+        seconds = None if deadlines is None else deadlines.deadline(
+            query, options, lambda q: run(q, None), kind, joined, made_up if joined else None)
         guarded = timing.GuardedLedger(ledger)
 
         def cut() -> tables.Release:
@@ -334,17 +350,28 @@ class Service:
         if cfg is None:
             raise InvalidParameter(f"the dataset {ds.name!r} offers no synthetic data")
         frame, args = self.relation("ds", ds.name).df(), _synthetic_args(ds)
-        guarantee = fit_guarantee(frame, cfg.epsilon, cfg.delta, args["columns"], args["bounds"],
-                                  args["domain"])
+        guarantee = replace(fit_guarantee(frame, cfg.epsilon, cfg.delta, args["columns"], args["bounds"],
+                                          args["domain"]), unit=ds.unit)
         ledger.spend(guarantee, f"synthetic data of {ds.name} ({cfg.rows} rows)")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with caught():  # not passed on
             syn = synthesize(frame, cfg.epsilon, cfg.delta, method=cfg.method, **args)
         rows = syn.sample(cfg.rows)
         out.parent.mkdir(parents=True, exist_ok=True)
         rows.to_csv(out, index=False)
         return {"dataset": ds.name, "rows": cfg.rows, "columns": list(rows.columns),
                 "guarantee": guarantee_json(guarantee)}
+
+
+def _refresh(service: weakref.ref[Service]) -> None:
+    """Re-time the release shapes asked for every `timing.refresh` seconds, while the service lives."""
+    while (s := service()) is not None:
+        every, s = s.config.timing.refresh, None
+        time.sleep(every)
+        if (s := service()) is None:
+            return
+        for deadlines in s.deadlines.values():
+            deadlines.refresh(s.lanes)
+        s = None
 
 
 def _synthetic_args(ds: Dataset) -> dict[str, Any]:

@@ -254,11 +254,15 @@ class State:
         with self._lock:
             key = (analyst_id, dataset)
             if key not in self._ledgers:
-                b = self.budget(analyst_id, dataset)
+                b, ds = self.budget(analyst_id, dataset), self._dataset(dataset)
                 path = self.ledger_path(analyst_id, dataset)
                 path.parent.mkdir(parents=True, exist_ok=True)
-                self._ledgers[key] = Ledger(path, budget=b.guarantee(self._dataset(dataset).unit),
-                                            accounting=b.accounting)
+                if path.exists():
+                    # Created when guarantees named the unit's column: the same units, renamed.
+                    with Ledger(path) as old:
+                        if old.budget.unit == ds.former_unit != ds.unit:
+                            old.rename_unit(ds.unit)
+                self._ledgers[key] = Ledger(path, budget=b.guarantee(ds.unit), accounting=b.accounting)
             return self._ledgers[key]
 
     def _dataset(self, name: str) -> Any:

@@ -33,7 +33,6 @@ import contextvars
 import statistics
 import threading
 import time
-import warnings
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, is_dataclass, replace
@@ -45,6 +44,7 @@ import pandas as pd
 from bayesdp.errors import BayesdpError, InvalidParameter
 from bayesdp.expressions import RowExpression, row_expression
 from bayesdp.holdout import table_means
+from bayesdp.serve.caught import caught, in_context
 
 T = TypeVar("T")
 
@@ -55,7 +55,9 @@ class TimingConfig:
     deadline); `slack`: seconds added to every deadline, for the machine's scheduling delays,
     which do not grow with the work; `least`: the shortest deadline in seconds; `runs`: timed
     runs per calibration point at start-up; `lanes`: padded requests that run at once (each
-    timing is calibrated with that many running)."""
+    timing is calibrated with that many running); `refresh`: seconds between re-timings of the
+    release shapes asked for meanwhile, in a window no request runs in (`Releases.refresh`; 0:
+    never), so that deadlines follow the machine's load."""
 
     pad: bool = True
     margin: float = 1.3
@@ -63,6 +65,7 @@ class TimingConfig:
     least: float = 0.05
     runs: int = 5
     lanes: int = 2
+    refresh: float = 15.0
 
 
 def parse_timing(doc: Any, key: str = "timing") -> TimingConfig:
@@ -71,14 +74,14 @@ def parse_timing(doc: Any, key: str = "timing") -> TimingConfig:
         return TimingConfig()
     if not isinstance(doc, dict):
         raise InvalidParameter(f"{key} must be a table such as {{ margin = 1.5 }}, not {doc!r}")
-    allowed = ["pad", "margin", "slack", "least", "runs", "lanes"]
+    allowed = ["pad", "margin", "slack", "least", "runs", "lanes", "refresh"]
     unknown = sorted(set(doc) - set(allowed))
     if unknown:
         raise InvalidParameter(f"unknown key(s) {unknown} in {key}; allowed: {allowed}")
     cfg = TimingConfig(**doc)
     if not isinstance(cfg.pad, bool):
         raise InvalidParameter(f"{key}.pad must be true or false, not {cfg.pad!r}")
-    for name, lo in (("margin", 1.0), ("slack", 0.0), ("least", 0.0)):
+    for name, lo in (("margin", 1.0), ("slack", 0.0), ("least", 0.0), ("refresh", 0.0)):
         v = getattr(cfg, name)
         if not isinstance(v, int | float) or isinstance(v, bool) or not lo <= v < 1e6:
             raise InvalidParameter(f"{key}.{name} must be a number in [{lo:g}, 1e6), not {v!r}")
@@ -150,6 +153,17 @@ def _median_time(run: Callable[[], Any], cfg: TimingConfig) -> float:
     as when requests fill them all), after one untimed run that warms the engine's caches.
     `run` opens its own engine cursor: the runs of a round share no connection."""
     times: list[float] = []
+    with caught():  # about made-up rows: dropped
+        run()
+        for _ in range(cfg.runs):
+            times += _round(run, cfg.lanes, None)
+    return statistics.median(times)
+
+
+def _round(run: Callable[[], Any], lanes: int, until: float | None) -> list[float]:
+    """The wall times of `lanes` runs of `run()` at once; with `until` (a `time.monotonic()`),
+    only those done by then (the others go on in their threads, unwaited)."""
+    times: list[float] = []
     lock = threading.Lock()
 
     def timed() -> None:
@@ -159,16 +173,14 @@ def _median_time(run: Callable[[], Any], cfg: TimingConfig) -> float:
         with lock:
             times.append(took)
 
-    with warnings.catch_warnings():  # about made-up rows (the filter is the process's: set once)
-        warnings.simplefilter("ignore")
-        run()
-        for _ in range(cfg.runs):
-            lanes = [threading.Thread(target=timed, name="bayesdp-calibration") for _ in range(cfg.lanes)]
-            for t in lanes:
-                t.start()
-            for t in lanes:
-                t.join()
-    return statistics.median(times)
+    threads = [threading.Thread(target=in_context(timed), name="bayesdp-calibration", daemon=True)
+               for _ in range(lanes)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(None if until is None else max(until - time.monotonic(), 0.0))
+    with lock:
+        return list(times)
 
 
 class Releases:
@@ -183,31 +195,62 @@ class Releases:
         self.synthetic, self.per_cost, self.cfg, self.bare = synthetic, per_cost, cfg, bare
         self._typical: dict[Any, float] = {}
         self._lock = threading.Lock()
+        self._runs: dict[Any, Callable[[], None]] = {}  # a run of each shape on the synthetic rows
+        self._recent: dict[Any, deque[float]] = {}  # its last timings (`refresh`)
+        self._asked: set[Any] = set()  # the shapes asked for since the last refresh
 
-    def deadline(self, query: Any, options: dict[str, Any], run: Callable[[Any], Any], kind: str) -> float:
+    def deadline(self, query: Any, options: dict[str, Any], run: Callable[[Any], Any], kind: str,
+                 joined: tuple[str, ...] = (), made_up: Callable[[], Any] | None = None) -> float:
         """The deadline of `run(query)` (a release of `kind`: "spec" or "sql"); measures `run` on
-        the synthetic rows the first time a release of this shape is asked for."""
-        key = (kind, *_shape(query, options))
+        the synthetic rows the first time a release of this shape is asked for. A query that
+        joins public tables (`joined`: its JOIN clauses, part of its shape) is measured as
+        `made_up()` builds it: the same query over the synthetic rows joined with the public
+        tables themselves (public, their size included)."""
+        key = (kind, joined, *_shape(query, options))
         with self._lock:  # one measurement at a time: requests of a new shape wait for it
             typical = self._typical.get(key)
             if typical is None:
-                typical = self._typical[key] = _median_time(
-                    lambda: _attempt(run, self._stand_in(query)), self.cfg)
+                self._runs[key] = once = lambda: _attempt(lambda: run(self._stand_in(query, made_up)))
+                typical = self._typical[key] = _median_time(once, self.cfg)
+                self._recent[key] = deque([typical], maxlen=RECENT)
+            self._asked.add(key)
         extra = release_cost(query) - (0 if self.bare is None else len(query.expressions))
         return deadline_of(typical, self.per_cost * max(extra, 0.0), self.cfg)
 
-    def _stand_in(self, query: Any) -> Any:
+    def refresh(self, lanes: Lanes) -> None:
+        """Re-time each shape asked for since the last refresh: one round of `lanes` runs at once
+        on the synthetic rows, in a window that reserves every lane (`Lanes.reserve_all`), so
+        that no request's work runs in it and the timing follows the machine's load, never a
+        request's data. A round not done by the end of its window (twice the shape's typical
+        time, plus the slack) counts as the whole window, which is known then, before any
+        request runs. The typical time becomes the largest of the last `RECENT` timings: it rises
+        with the load at once and falls back over a few refreshes."""
+        with self._lock:
+            asked, self._asked = self._asked, set()
+        for key in asked:
+            window = 2 * self._typical[key] + self.cfg.slack
+            start = lanes.reserve_all(window)
+            time.sleep(max(start - time.monotonic(), 0.0))
+            with caught():  # about made-up rows: dropped
+                times = _round(self._runs[key], self.cfg.lanes, start + window)
+            took = statistics.median(times) if len(times) == self.cfg.lanes else window
+            with self._lock:
+                self._recent[key].append(took)
+                self._typical[key] = max(self._recent[key])
+            time.sleep(max(start + window - time.monotonic(), 0.0))
+
+    def _stand_in(self, query: Any, made_up: Callable[[], Any] | None) -> Any:
         """`query`'s shape on the synthetic rows (a new cursor each time, for runs at once)."""
         bare = query.expressions if self.bare is None else dict.fromkeys(query.expressions, self.bare)
-        table = replace(query.table, engine=self.synthetic(), filters=())
-        return replace(query, table=table, expressions=bare)
+        rows = replace(query.table, engine=self.synthetic()) if made_up is None else made_up().table
+        return replace(query, table=replace(rows, filters=()), expressions=bare)
 
 
-def _attempt(run: Callable[[Any], Any], query: Any) -> None:
+def _attempt(run: Callable[[], Any]) -> None:
     """Run a release on made-up rows: if it fails there, the time it took still counts (and the
     analyst is answered from the real rows, at a deadline)."""
     try:
-        run(query)
+        run()
     except Exception:  # any failure on made-up rows says nothing about the data
         return
 
@@ -247,6 +290,7 @@ class _Request:
 
 _current = threading.local()
 
+RECENT = 3  # re-timings a shape's typical time is the largest of (`Releases.refresh`)
 PENDING = 16  # connections a thread keeps for its next timed request (previews open some too)
 RESERVE = 0.05  # seconds before the deadline at which work still running is cut off, so that the
                 # default answer (its spend written) is ready by the deadline; at most a quarter
@@ -270,6 +314,13 @@ class Lanes:
             lane = min(range(len(self._free)), key=self._free.__getitem__)
             start = max(time.monotonic(), self._free[lane])
             self._free[lane] = start + seconds
+            return start
+
+    def reserve_all(self, seconds: float) -> float:
+        """The start of a reservation of every lane at once for `seconds`, when all are free."""
+        with self._lock:
+            start = max(time.monotonic(), *self._free)
+            self._free = [start + seconds] * len(self._free)
             return start
 
 
@@ -423,11 +474,16 @@ def synthetic_frame(ds: Any, rows: int) -> pd.DataFrame:
     return pd.DataFrame(data)
 
 
+def calibration_name(dataset: str) -> str:
+    """The name the synthetic rows of `dataset` are loaded under (`calibrate_dataset`)."""
+    return f"{dataset}#calibration"
+
+
 def calibrate_dataset(service: Any, ds: Any, cfg: TimingConfig) -> Releases:
     """`Releases` of `ds`, on synthetic rows of its public schema as many as its own, loaded as
     the service's dataset `NAME#calibration`; its cost per unit from a count with and without a
     costly filter; the bare column of its shapes a bounded (numeric) column, if it has one."""
-    cal = replace(ds, name=f"{ds.name}#calibration")
+    cal = replace(ds, name=calibration_name(ds.name))
     frame = synthetic_frame(ds, service.rows("ds", ds.name))
     service.db.register("calibration_rows", frame)
     try:

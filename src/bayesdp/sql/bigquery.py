@@ -37,7 +37,7 @@ from bayesdp.expressions import RowExpression, row_expression
 from bayesdp.noise import Rng, resolve_rng
 from bayesdp.privacy import Guarantee, compose
 from bayesdp.tables.aggregates import Aggregate, Clipped, check_bounds
-from bayesdp.tables.per_unit import ROWS, UnitMean, UnitSum, per_unit
+from bayesdp.tables.per_unit import ROWS, UnitCount, UnitMean, UnitSum, per_unit
 from bayesdp.tables.query import Ledger
 
 # Logarithmic bins on each side of zero: values beyond ±2^LOG_BINS count in the end bins.
@@ -173,7 +173,9 @@ def _aggregate(agg: UnitAggregate, column: str, bounds: tuple[float, float], wei
         return replace(tables.std(column, bounds), weight=weight)
     if agg.kind == "avg":
         return UnitMean(column, bounds=tables.mean(column, bounds).bounds, weight=weight)
-    return UnitSum(column, bounds=tables.sum(column, bounds).bounds, weight=weight)
+    checked = tables.sum(column, bounds).bounds
+    integral = agg.kind == "count" and all(float(b).is_integer() for b in checked)
+    return (UnitCount if integral else UnitSum)(column, bounds=checked, weight=weight)
 
 
 def _split(learn: Learn, options: dict[str, Any]) -> tuple[float, dict[str, Any]]:

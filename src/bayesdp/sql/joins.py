@@ -53,8 +53,12 @@ def apply_joins(tree: exp.Select, joins: list[exp.Join], table: tables.Table, al
             if right_meta is not None and right_meta.public:
                 table = table.join_public(source, dict(pairs), how=how)
             else:
-                table = table.join(other, dict(pairs), how=how,
-                                   max_rows_per_key=(right_meta.max_rows_per_key if right_meta else None))
+                # The metadata's max_rows_per_key serves joins off the unit; on the unit, each
+                # unit's rows join its own rows and no truncation applies.
+                on_unit = any(fold(a) == fold(str(table.privacy_unit)) and fold(b) == fold(unit)
+                              for a, b in pairs)
+                table = table.join(other, dict(pairs), how=how, max_rows_per_key=(
+                    right_meta.max_rows_per_key if right_meta and not on_unit else None))
         except SqlError:
             raise
         except BayesdpError as exc:

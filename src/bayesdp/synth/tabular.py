@@ -1,8 +1,9 @@
-"""Synthetic tables from noisy marginals: MST, an AIM-style adaptive variant, and independent columns."""
+"""Synthetic tables from noisy marginals: MST (the fast default), AIM, and independent columns."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 
 import numpy as np
@@ -11,8 +12,9 @@ import pandas as pd
 from bayesdp.errors import DataError, check_delta, check_positive_int, invalid
 from bayesdp.mechanisms import Exponential
 from bayesdp.mechanisms.base import check_in_range
-from bayesdp.noise import Rng, discrete_gaussian, resolve_rng
+from bayesdp.noise import Rng, resolve_rng
 from bayesdp.privacy import RELATIONS, Guarantee, Ledger, Relation, charge
+from bayesdp.synth.aim import Spend, aim, full_table, full_table_fits, start
 from bayesdp.synth.budget import rho_for, stated
 from bayesdp.synth.encode import (
     DEFAULT_BINS,
@@ -23,6 +25,8 @@ from bayesdp.synth.encode import (
     encode,
     numeric_spec,
 )
+from bayesdp.synth.measure import Data, noisy
+from bayesdp.synth.pgm import GraphModel
 from bayesdp.synth.tree import TreeModel, fit_tree
 
 # Cells per numeric column: a pair of columns is fitted on a table of bins² cells.
@@ -33,10 +37,6 @@ METHODS = ("mst", "aim", "independent")
 # Shares of the budget spent on privately discovering categorical domains, when any is needed.
 DISCOVERY_RHO_SHARE = 0.1
 DISCOVERY_DELTA_SHARE = 0.5
-# AIM (McKenna et al. 2022, Alg. 2): rounds per column, and the selection share of each round.
-AIM_ROUNDS_PER_COLUMN = 16
-AIM_SELECT_SHARE = 0.1
-_EXPECTED_ABS = math.sqrt(2.0 / math.pi)  # E|N(0,1)|
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class Synthesizer:
 
     specs: tuple[ColumnSpec, ...]
     _: KW_ONLY
-    model: TreeModel
+    model: TreeModel | GraphModel
     guarantee: Guarantee
     method: str
     n_estimate: float
@@ -107,7 +107,7 @@ class Synthesizer:
 
 
 Variance = float | np.ndarray
-Fitted = tuple[TreeModel, float, list[tuple[int, int]]]
+Fitted = tuple[TreeModel | GraphModel, float, list[tuple[int, int]]]
 
 
 @dataclass
@@ -140,32 +140,6 @@ class _Measurements:
         return model, n_hat, list(self.two)
 
 
-class _Data:
-    """Exact marginals of the coded table (only ever released through noise)."""
-
-    def __init__(self, codes: np.ndarray, sizes: list[int]) -> None:
-        self.codes = codes
-        self.sizes = sizes
-        self._pairs: dict[tuple[int, int], np.ndarray] = {}
-
-    def one(self, i: int) -> np.ndarray:
-        return np.bincount(self.codes[:, i], minlength=self.sizes[i])
-
-    def two(self, i: int, j: int) -> np.ndarray:
-        if (i, j) not in self._pairs:
-            ki, kj = self.sizes[i], self.sizes[j]
-            flat = np.bincount(self.codes[:, i] * kj + self.codes[:, j], minlength=ki * kj)
-            self._pairs[(i, j)] = flat.reshape(ki, kj)
-        table: np.ndarray = self._pairs[(i, j)]
-        return table
-
-
-def _noisy(counts: np.ndarray, sigma: float, rng: Rng) -> np.ndarray:
-    """Counts plus exact discrete Gaussian noise: Δ₂²/(2σ²)-zCDP (Canonne, Kamath & Steinke 2020, Thm. 14)."""
-    out: np.ndarray = counts + discrete_gaussian(sigma, counts.size, rng).reshape(counts.shape)
-    return out
-
-
 def _components(d: int, edges: list[tuple[int, int]]) -> np.ndarray:
     comp = np.arange(d)
     for i, j in edges:
@@ -173,56 +147,29 @@ def _components(d: int, edges: list[tuple[int, int]]) -> np.ndarray:
     return comp
 
 
-def _quality(data: _Data, model: TreeModel, n_hat: float, pairs: list[tuple[int, int]]) -> np.ndarray:
+def _quality(data: Data, model: TreeModel, n_hat: float, pairs: list[tuple[int, int]]) -> np.ndarray:
     """L1 error of the model's 2-way marginals, in counts (McKenna et al. 2021, MST's selection score)."""
     return np.array([np.abs(data.two(i, j) - n_hat * model.pair(i, j)).sum() for i, j in pairs])
 
 
-def _compress(y: np.ndarray, sigma: float) -> tuple[np.ndarray, np.ndarray]:
-    """Merge levels whose noisy count is below 3σ into one (MST's domain compression, McKenna,
-    Miklau & Sheldon 2021, Sec. 4); returns the map to merged levels and within-group weights
-    from the noisy counts (post-processing)."""
-    rare = y < 3.0 * sigma
-    if rare.sum() < 2:
-        return np.arange(y.size), np.ones(y.size)
-    cmap = np.empty(y.size, dtype=np.int64)
-    cmap[~rare] = np.arange(int((~rare).sum()))
-    cmap[rare] = int((~rare).sum())
-    w = np.ones(y.size)
-    v = np.maximum(y[rare], 0.0)
-    w[rare] = v / v.sum() if v.sum() > 0 else 1.0 / rare.sum()
-    return cmap, w
-
-
-def _compressed(
-    data: _Data, noisy1: list[np.ndarray], sigma: float
-) -> tuple[_Data, _Measurements, list[np.ndarray], list[np.ndarray]]:
-    """The coded table and its 1-way measurements on compressed domains, with the maps back."""
-    pairs = [_compress(y, sigma) for y in noisy1]
-    maps = [m for m, _ in pairs]
-    sizes = [int(m.max()) + 1 for m in maps]
-    small = _Data(np.column_stack([m[data.codes[:, i]] for i, m in enumerate(maps)]), sizes)
-    meas = _Measurements(sizes)
-    for i, (m, y) in enumerate(zip(maps, noisy1, strict=True)):
-        meas.add(i, np.bincount(m, weights=y, minlength=sizes[i]),
-                 sigma**2 * np.bincount(m, minlength=sizes[i]))
-    return small, meas, maps, [w for _, w in pairs]
-
-
-def _mst(data: _Data, rho: float, s1: float, s2: float, rng: Rng) -> Fitted:
+def _mst(data: Data, rho: float, s1: float, s2: float, rng: Rng) -> Fitted:
     """MST (McKenna, Miklau & Sheldon 2021, Alg. 1): ρ/3 on 1-way marginals, ρ/3 on a private
     maximum spanning tree by d−1 exponential mechanisms (each ε²/8-zCDP, Cesar & Rogers 2021),
-    ρ/3 on the chosen 2-way marginals, all after compressing rare levels."""
+    ρ/3 on the chosen 2-way marginals, all after compressing rare levels. When the domain is
+    small against n·ρ (`full_table_fits`), the last 2ρ/3 measure the full table instead."""
     d = len(data.sizes)
     share = rho / 3.0 if d > 1 else rho
     sigma1 = math.sqrt(d * s2 / (2.0 * share))
-    noisy1 = [_noisy(data.one(i), sigma1, rng) for i in range(d)]
-    if d == 1:
-        meas = _Measurements(data.sizes)
-        meas.add(0, noisy1[0], sigma1**2)
-        return meas.result()
-    small, meas, maps, weights = _compressed(data, noisy1, sigma1)
+    first = start(data, sigma1, rng)
+    if d > 1 and full_table_fits(first, rho - share, s2):
+        return full_table(first, rho - share, s2, rng, Spend())
+    small, maps, weights = first.data, first.maps, first.weights
+    meas = _Measurements(small.sizes)
+    for m in first.measurements:
+        meas.add(m.clique[0], m.y, m.var)
     model, n_hat = meas.fit()
+    if d == 1:
+        return model.expand(maps, weights), n_hat, []
     eps_round = math.sqrt(8.0 * share / (d - 1))
     allpairs = [(i, j) for i in range(d) for j in range(i + 1, d)]
     score = dict(zip(allpairs, _quality(small, model, n_hat, allpairs), strict=True))
@@ -235,62 +182,23 @@ def _mst(data: _Data, rho: float, s1: float, s2: float, rng: Rng) -> Fitted:
         chosen.append(pick)
     sigma2 = math.sqrt((d - 1) * s2 / (2.0 * share))
     for i, j in chosen:
-        meas.add((i, j), _noisy(small.two(i, j), sigma2, rng), sigma2**2)
+        meas.add((i, j), noisy(small.two(i, j), sigma2, rng), sigma2**2)
     model, n_hat = meas.fit()
     return model.expand(maps, weights), n_hat, chosen
 
 
-def _aim(data: _Data, rho: float, s1: float, s2: float, rng: Rng) -> Fitted:
-    """AIM's select-measure-refit loop (McKenna et al. 2022, Alg. 2) with the model held to a tree.
-
-    Budget per round ρ/T, T = 16d: 0.9 of it measures (σ² = Δ₂²T/(1.8ρ)), 0.1 selects
-    (ε = √(0.8ρ/T)) by the score ‖M_r(x) − M_r(p̂)‖₁ − √(2/π)σ·cells; σ halves when a measurement
-    barely moves the model; the last round spends what remains. Candidates are pairs that keep the
-    model a tree (new edges between components, or re-measurements of kept edges); rare levels
-    are compressed after the first round as in MST.
-    """
-    d = len(data.sizes)
-    rounds = AIM_ROUNDS_PER_COLUMN * d
-    sigma = math.sqrt(s2 * rounds / (2.0 * (1 - AIM_SELECT_SHARE) * rho))
-    eps_sel = math.sqrt(8.0 * AIM_SELECT_SHARE * rho / rounds)
-    full = data
-    data, meas, maps, weights = _compressed(
-        full, [_noisy(full.one(i), sigma, rng) for i in range(d)], sigma)
-    used = d * s2 / (2.0 * sigma**2)
-    allpairs = [(i, j) for i in range(d) for j in range(i + 1, d)]
-    model, n_hat = meas.fit()
-    while d > 1 and rho - used > 1e-12 * rho:
-        remaining = rho - used
-        if remaining < 2.0 * (s2 / (2.0 * sigma**2) + eps_sel**2 / 8.0):
-            sigma = math.sqrt(s2 / (2.0 * (1 - AIM_SELECT_SHARE) * remaining))
-            eps_sel = math.sqrt(8.0 * AIM_SELECT_SHARE * remaining)
-        comp = _components(d, list(meas.two))
-        cand = [p for p in allpairs if comp[p[0]] != comp[p[1]] or p in meas.two]
-        cells = np.array([data.sizes[i] * data.sizes[j] for i, j in cand])
-        score = _quality(data, model, n_hat, cand) - _EXPECTED_ABS * sigma * cells
-        i, j = cand[Exponential(eps_sel, sensitivity=s1).select_index(score, rng=rng)]
-        before = n_hat * model.pair(i, j)
-        meas.add((i, j), _noisy(data.two(i, j), sigma, rng), sigma**2)
-        used += s2 / (2.0 * sigma**2) + eps_sel**2 / 8.0
-        model, n_hat = meas.fit()
-        cells_ij = data.sizes[i] * data.sizes[j]
-        if np.abs(n_hat * model.pair(i, j) - before).sum() <= _EXPECTED_ABS * sigma * cells_ij:
-            sigma /= 2.0
-            eps_sel *= 2.0
-    return model.expand(maps, weights), n_hat, list(meas.two)
-
-
-def _independent(data: _Data, rho: float, s1: float, s2: float, rng: Rng) -> Fitted:
+def _independent(data: Data, rho: float, s1: float, s2: float, rng: Rng) -> Fitted:
     """Every column's 1-way marginal with all of ρ, no dependence: the baseline."""
     d = len(data.sizes)
     meas = _Measurements(data.sizes)
     sigma = math.sqrt(d * s2 / (2.0 * rho))
     for i in range(d):
-        meas.add(i, _noisy(data.one(i), sigma, rng), sigma**2)
+        meas.add(i, noisy(data.one(i), sigma, rng), sigma**2)
     return meas.result()
 
 
-_FITTERS = {"mst": _mst, "aim": _aim, "independent": _independent}
+_FITTERS: dict[str, Callable[[Data, float, float, float, Rng], Fitted]] = {
+    "mst": _mst, "aim": aim, "independent": _independent}
 
 
 def _specs(
@@ -449,7 +357,7 @@ def synthesize(
                 specs[k] = categorical_spec(spec.name, frame[spec.name], levels)
     codes, dropped, clipped = encode(frame, specs, strict)
     sizes = [s.size for s in specs]
-    model, n_hat, pairs = _FITTERS[method](_Data(codes, sizes), rho_main, s1, s2, g)
+    model, n_hat, pairs = _FITTERS[method](Data(codes, sizes), rho_main, s1, s2, g)
     names = [s.name for s in specs]
     return Synthesizer(
         specs=tuple(specs), model=model,

@@ -99,19 +99,51 @@ def public_engine(public: Any, left: Engine) -> Engine:
 
 
 def check_unique(engine: Engine, columns: list[str]) -> None:
-    """A public table's join columns hold each key once (a row-level table's row must stay one row)."""
-    cols = ", ".join(ident(c) for c in columns)
+    """A public table's join columns hold each key once (a row-level table's row must stay one
+    row); a key with a null never matches, so those rows may repeat."""
     duck = _duckdb(engine)
     if duck is not None:
-        total, distinct = duck.rows(f"SELECT count(*), count(DISTINCT ({cols})) FROM {SOURCE}")[0]
+        cols = ", ".join(ident(c) for c in columns)
+        known = " AND ".join(f"{ident(c)} IS NOT NULL" for c in columns)
+        found = duck.rows(f"SELECT {cols} FROM {SOURCE} WHERE {known} GROUP BY ALL "
+                          "HAVING count(*) > 1 LIMIT 1")
     else:
+        from pyspark.sql import functions as F
+
         frame = engine.frame  # type: ignore[attr-defined]
-        total, distinct = frame.count(), frame.select(*columns).distinct().count()
-    if total != distinct:
+        found = frame.dropna(subset=columns).groupBy(*columns).agg(F.count(F.lit(1)).alias("__n")) \
+            .where(F.col("__n") > 1).select(*columns).limit(1).collect()
+    if found:
         raise InvalidParameter(
-            f"the public table repeats keys of {columns}: a table without a privacy unit treats "
-            "each row as a person, so a row matching several public rows would become several "
-            "people. Join on unique keys, or name the privacy unit (bdp.table(..., privacy_unit=...))")
+            f"the public table repeats keys of {columns} (such as {tuple(found[0])!r}): a table "
+            "without a privacy unit treats each row as a person, so a row matching several public "
+            "rows would become several people. Join on unique keys, or name the privacy unit "
+            "(bdp.table(..., privacy_unit=...))")
+
+
+def _kind(engine: Engine, column: str) -> str:
+    """The kind of values a join column holds, as far as matching goes."""
+    if engine.is_boolean(column):
+        return "true/false"
+    if engine.is_numeric(column):
+        return "numbers"
+    kind = engine.schema()[column].split("(")[0].upper()
+    if kind.startswith(("DATE", "TIMESTAMP")):
+        return "dates and times"
+    return "text" if kind in ("VARCHAR", "STRING", "TEXT", "CHAR", "BPCHAR") else kind.lower()
+
+
+def check_key_kinds(left: Engine, right: Engine, pairs: Pairs) -> None:
+    """Join columns of one kind: the engine would otherwise cast one side to the other's type,
+    matching '01' with 1 and failing on a row whose text is not a number (an error that would
+    depend on one row), so mixed kinds are refused from the schemas, before anything is read."""
+    for a, b in pairs:
+        ka, kb = _kind(left, a), _kind(right, b)
+        if ka != kb:
+            raise InvalidParameter(
+                f"on pairs {a!r} ({left.schema()[a]}, {ka}) with {b!r} ({right.schema()[b]}, {kb}): "
+                "join columns must hold the same kind of values (numbers, text, dates and times, "
+                "or true/false); convert one of them before joining")
 
 
 def join_engines(left: Engine, right: Engine, pairs: Pairs, how: str, *,
@@ -121,6 +153,7 @@ def join_engines(left: Engine, right: Engine, pairs: Pairs, how: str, *,
     keyed hash of the row with the secret `seed` (never by row order)."""
     lcols, rcols = list(left.schema()), list(right.schema())
     proj = _projection(lcols, rcols, pairs)
+    check_key_kinds(left, right, pairs)
     ld, rd = _duckdb(left), _duckdb(right)
     if ld is not None and rd is not None:
         return _join_duckdb(ld, rd, pairs, how, proj, truncate)

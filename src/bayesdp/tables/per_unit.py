@@ -28,6 +28,7 @@ from typing import ClassVar, Literal
 from bayesdp.errors import BayesdpError, InvalidParameter
 from bayesdp.expressions import RowExpression
 from bayesdp.noise import Rng, resolve_rng
+from bayesdp.tables.aggregates import Noisy
 from bayesdp.tables.engines.duckdb import SOURCE, DuckDBEngine, ident
 from bayesdp.tables.means import Mean
 from bayesdp.tables.query import Table
@@ -45,6 +46,14 @@ class UnitSum(Sum):
 
     def sensitivity(self, part: str, max_rows: int) -> float:
         return super().sensitivity(part, 1)
+
+
+@dataclass(frozen=True)
+class UnitCount(UnitSum):
+    """Units' counts clamped to integer bounds: an integer sum, released with discrete noise as
+    `CountWhere` is (Canonne, Kamath & Steinke 2020), so that COUNT is an integer as in BigQuery."""
+
+    noisy: ClassVar[tuple[Noisy, ...]] = (Noisy("sum", 1.0, integer=True),)
 
 
 @dataclass(frozen=True)

@@ -42,16 +42,33 @@ candidate lands on the tie instead of past it.
 
 A noisy rank certifies each candidate: L <= v exactly when B(L) < q·n, so D̃ = B(L) - q·n + Z,
 with Z the noise of a Laplace (or Gaussian) mechanism of sensitivity m·max(q, 1-q) (the same
-argument as above), keeps L when D̃ + h < 0, h the noise's two-sided 1 - α half-width; otherwise
-the lower end is lo. A wrong L is kept only if Z < -h, probability <= α/2 whatever the draw (it is
-independent of Z); the same holds for H with A(H) >= q·n. So the interval [L - w/2, H + w/2] (half
-a grid cell for the rounding) covers v with probability >= 1 - α; `estimate.consistent` then
-clamps it to the bounds and widens it to hold the estimate (post-processing).
+argument as above), keeps L when D̃ + h < 0, h the noise's one-sided threshold at
+(1 - FAR_ALPHA)·α/2. A wrong L is kept only if Z < -h, probability <= (1 - FAR_ALPHA)·α/2 whatever
+the draw (it is independent of Z); the same holds for H with A(H) >= q·n.
 
-Cost: the value gets 0.65 of the aggregate's budget, each candidate draw and each rank check
-0.0875 (`Quantile.noisy`); the value's rank error grows by 1/0.65 against a point that takes the
-whole budget. The interval spans about ±`rank_margin` ranks around q·n: at q = 1/2, one row per
-unit and α = 0.05, about 60/ε ranks (ε the aggregate's, per group).
+Clustered data. A draw can land up to scale·ln(μ(all)/μ(best)) ranks past its aim, and where the
+rows sit in bursts (timestamps under bounds spanning decades) the empty stretch after a burst
+outweighs the burst's few grid values by that much: the candidate lands past q·n and fails its
+check (99% of intervals had an end at a bound on 50 hour-long bursts of 100,000 timestamps,
+bench/quantile_coverage.py). So each end has a second, far candidate, drawn on the whole grid
+(every value weighing 1, so a burst's values are candidates) and aimed `far_margin` ranks from
+q·n, which adds scale·ln(cells + 1) to the margin; its own noisy rank checks it at FAR_ALPHA·α/2.
+An end is the first candidate if its check keeps it, else the far one if its check keeps it,
+else the bound. A wrong end needs a wrong candidate kept: probability <= (1 - FAR_ALPHA)·α/2 +
+FAR_ALPHA·α/2 = α/2 per end (union bound). So the interval [L - w/2, H + w/2] (half a grid cell
+for the rounding) covers v with probability >= 1 - α; `estimate.consistent` then clamps it to
+the bounds and widens it to hold the estimate (post-processing).
+
+Privacy: the four candidate draws have data-independent base measures and the four rank checks
+are Laplace (or Gaussian) mechanisms of the sensitivity above; each is run and charged whatever
+the others give, so the aggregate's guarantee is the sequential composition of its nine parts,
+whose budget shares add up to 1 (`Quantile.noisy`; Dwork & Roth 2014, Thm 3.14).
+
+Cost: each first candidate draw and each of their rank checks takes NEAR = 0.0875 of the
+aggregate's budget, each far draw and check FAR = 0.025, the value the rest, 0.55; the value's
+rank error grows by 1/0.55 against a point that takes the whole budget. The interval spans about
+±`rank_margin` ranks around q·n: at q = 1/2, one row per unit and α = 0.05, about 60/ε ranks (ε the
+aggregate's, per group).
 """
 
 from __future__ import annotations
@@ -84,6 +101,13 @@ WINDOW_SCALES = 36.0
 # bound, with probability about 1.5% (measured in bench/quantile_coverage.py).
 CHECK_SCALES = 2.5
 
+# Shares of a quantile's budget of each first candidate draw and its rank check, and of each far
+# candidate draw and its check; the value gets the rest. FAR_ALPHA: the far checks' share of α.
+NEAR = 0.0875
+FAR = 0.025
+FAR_ALPHA = 0.1
+ENDS = ("low", "high", "low_far", "high_far")
+
 # The interval's candidates are the grid values on a grid of at most about 2^16 cells (a coarser
 # dyadic grid when the quantile's is dyadic): see the module.
 CANDIDATE_CELLS_LOG2 = 16
@@ -99,6 +123,8 @@ CHUNK_CELLS = 1 << 15
 # (bits, origin[, top]): the candidates are the grid values j with j + origin a multiple of 2^bits;
 # with top, j weighs 2^(l - bits) for each l in bits..top with 2^l dividing j + origin (`run_mass`).
 Spacing = tuple[int, int] | tuple[int, int, int]
+# The far candidates' base measure: every grid value, weighing 1.
+FINE: Spacing = (0, 0)
 
 
 def grid_cells(lo: float, hi: float) -> int:
@@ -136,10 +162,23 @@ def total_mass(cells: int, spacing: Spacing) -> int:
 
 
 def rank_margin(step: PlannedStep, alpha: float) -> float:
-    """Ranks between q·n and the aims of the interval's candidate draws: the rank check's one-sided
-    threshold at α/2 plus CHECK_SCALES noise scales of the draw and the check."""
-    check = step.parts["low_rank"]
-    return float(check.mechanism.interval(alpha)) + CHECK_SCALES * (step.parts["low"].scale + check.scale)
+    """Ranks between q·n and the aims of the interval's first candidate draws: the rank check's
+    one-sided threshold at (1 - FAR_ALPHA)·α/2 plus CHECK_SCALES noise scales of the draw and the
+    check."""
+    return _margin(step, "low", (1 - FAR_ALPHA) * alpha)
+
+
+def far_margin(step: PlannedStep, alpha: float) -> float:
+    """Ranks between q·n and the aims of the far candidate draws: their check's one-sided threshold
+    at FAR_ALPHA·α/2 and CHECK_SCALES noise scales, plus scale·ln(cells + 1), the most a draw on
+    the whole grid can land past its aim in likelihood (its base measure is cells + 1 values)."""
+    cells = grid_cells(*step.aggregate.value_range())
+    return _margin(step, "low_far", FAR_ALPHA * alpha) + step.parts["low_far"].scale * math.log(cells + 1)
+
+
+def _margin(step: PlannedStep, part: str, alpha: float) -> float:
+    check = step.parts[f"{part}_rank"]
+    return float(check.mechanism.interval(alpha)) + CHECK_SCALES * (step.parts[part].scale + check.scale)
 
 
 def cells_of(step: PlannedStep, alpha: float) -> Cells:
@@ -148,7 +187,8 @@ def cells_of(step: PlannedStep, alpha: float) -> Cells:
     agg = step.aggregate
     assert isinstance(agg, Quantile)
     scale = max(step.parts[p].scale for p in ("value", "low", "high"))
-    margin = rank_margin(step, alpha) + WINDOW_SCALES * scale
+    margin = max(rank_margin(step, alpha) + WINDOW_SCALES * scale,
+                 far_margin(step, alpha) + WINDOW_SCALES * step.parts["low_far"].scale)
     lo, hi = agg.bounds
     return Cells(agg.column, lo, hi, grid_cells(lo, hi), agg.q, margin)
 
@@ -455,9 +495,7 @@ def quantile_draws(step: PlannedStep, win: CellWindow, spec: Cells, index: np.nd
     if not index.size:
         return Estimate(np.empty(0), np.empty(0), np.empty(0))
     spacing, measure = candidate_spacing(lo, hi, spec.cells), value_spacing(lo, hi, spec.cells)
-    s = rank_margin(step, alpha)
-    low_check, high_check = step.parts["low_rank"].mechanism, step.parts["high_rank"].mechanism
-    w_low, w_high = float(low_check.interval(alpha)), float(high_check.interval(alpha))
+    s, far = rank_margin(step, alpha), far_margin(step, alpha)
 
     @cache
     def whole_window() -> CellWindow:  # read at most once per aggregate, only if a draw needs it
@@ -466,22 +504,31 @@ def quantile_draws(step: PlannedStep, win: CellWindow, spec: Cells, index: np.nd
     if not win.n.size:  # no group kept a row (all at -1): the arrays read at 0 need one entry
         win = replace(win, **{k: np.zeros(1, np.int64) for k in ("n", "start", "stop", "below")})
     t = np.where(index >= 0, q * win.n[np.maximum(index, 0)].astype(np.float64), 0.0)
-    value, j_low, j_high, d_low, d_high = (np.empty(index.size) for _ in range(5))
+    value = np.empty(index.size)
+    j, d = ({p: np.empty(index.size) for p in ENDS} for _ in range(2))
     for part in chunks(win, index):
         sub, aim = index[part], t[part]
         runs = window_runs(spec.cells, win, sub)
         whole = cache(lambda sub=sub: window_runs(spec.cells, whole_window(), sub))
         value[part] = draws(step, "value", runs, aim, whole, measure, rng=rng)
-        # Candidates s ranks below and above t, each kept only if its noisy rank certifies it.
+        # Candidates s (and far) ranks below and above t, each kept only if its noisy rank
+        # certifies it.
         both = Candidates.of(runs, spacing, sub.size)
-        j_low[part] = draws(step, "low", runs, aim - s, whole, spacing, rng=rng, candidates=both)
-        j_high[part] = draws(step, "high", runs, aim + s, whole, spacing, rng=rng, candidates=both)
-        d_low[part] = closed_ranks(runs, j_low[part].astype(np.int64), whole)[0] - aim
-        d_high[part] = closed_ranks(runs, j_high[part].astype(np.int64), whole)[1] - aim
-    keep_low = np.asarray(low_check.release(d_low, rng=rng)) + w_low < 0
-    keep_high = np.asarray(high_check.release(d_high, rng=rng)) - w_high >= 0
-    return Estimate(lo + value * width, np.where(keep_low, lo + (j_low - 0.5) * width, lo),
-                    np.where(keep_high, lo + (j_high + 0.5) * width, hi))
+        for p, side, shift, on in (("low", 0, -s, spacing), ("high", 1, s, spacing),
+                                   ("low_far", 0, -far, FINE), ("high_far", 1, far, FINE)):
+            j[p][part] = draws(step, p, runs, aim + shift, whole, on, rng=rng,
+                               candidates=both if on is spacing else None)
+            d[p][part] = closed_ranks(runs, j[p][part].astype(np.int64), whole)[side] - aim
+    keep = {}
+    for p in ENDS:
+        check = step.parts[f"{p}_rank"].mechanism
+        h = float(check.interval(alpha * (FAR_ALPHA if p.endswith("far") else 1 - FAR_ALPHA)))
+        noisy = np.asarray(check.release(d[p], rng=rng))
+        keep[p] = noisy + h < 0 if p.startswith("low") else noisy - h >= 0
+    low = np.where(keep["low"], j["low"], np.where(keep["low_far"], j["low_far"], np.nan))
+    high = np.where(keep["high"], j["high"], np.where(keep["high_far"], j["high_far"], np.nan))
+    return Estimate(lo + value * width, np.where(np.isnan(low), lo, lo + (low - 0.5) * width),
+                    np.where(np.isnan(high), hi, lo + (high + 0.5) * width))
 
 
 @dataclass(frozen=True)
@@ -492,8 +539,9 @@ class Quantile(Clipped):
     q: float = field(kw_only=True)
     kind: ClassVar[str] = "quantile"
     noisy: ClassVar[tuple[Noisy, ...]] = (
-        Noisy("value", 0.65, select=True), Noisy("low", 0.0875, select=True),
-        Noisy("high", 0.0875, select=True), Noisy("low_rank", 0.0875), Noisy("high_rank", 0.0875))
+        Noisy("value", 1 - 4 * NEAR - 4 * FAR, select=True),
+        *(Noisy(p, FAR if p.endswith("far") else NEAR, select=True) for p in ENDS),
+        *(Noisy(f"{p}_rank", FAR if p.endswith("far") else NEAR) for p in ENDS))
 
     def sensitivity(self, part: str, max_rows: int) -> float:
         """Every part moves by at most max_rows·max(q, 1 - q) (see the module; McSherry & Talwar
@@ -513,10 +561,11 @@ class Quantile(Clipped):
         return self.bounds
 
     def accuracy(self, step: PlannedStep, alpha: float, n: int, *, rng: Rng | None) -> Accuracy:
-        """An upper bound in quantile levels on how far an interval end lies from q·n, unless it
-        falls back to a bound: rank_margin, plus how far past its aim a candidate draw lands, at
-        most scale·ln(2M/α) ranks with probability 1 - α/2 when a candidate holds the aim's rank
-        (u = 0) among candidates of total mass M, each at least 1 (McSherry & Talwar 2007,
+        """An upper bound in quantile levels on how far an interval end lies from q·n when its
+        first candidate is kept (else it is the far candidate or the bound): rank_margin, plus
+        how far past its aim a candidate draw lands, at most scale·ln(2M/α) ranks with
+        probability 1 - α/2 when a candidate holds the aim's rank (u = 0) among candidates of
+        total mass M, each at least 1 (McSherry & Talwar 2007,
         Thm 8). The typical reach is rank_margin plus a noise scale or two
         (bench/quantile_coverage.py)."""
         lo, hi = self.bounds

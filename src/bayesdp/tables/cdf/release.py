@@ -6,10 +6,10 @@ ranges or quantiles costs nothing more.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -34,9 +34,10 @@ class CdfRelease(Release):
     `range(a, b)` counts the values in [a, b) and `quantile(q)` finds the q-quantile, each with an
     interval: a range's covers its exact (bounded, clipped) count with probability >= 1 - α;
     the quantiles' intervals hold for all q at once with probability >= 1 - α (a band over every
-    cumulative count, α/bins each). Ranges are to bin resolution: a and b move to the nearest
-    edges, and the end bins hold the values clipped into the bounds. Without group columns these
-    return plain numbers; with them, a frame with a row per released group."""
+    cumulative count, α/bins each). Ranges are to bin resolution: a moves down and b up to a
+    bin edge (so the bins counted hold all of [a, b)), and the end bins hold the values clipped
+    into the bounds. Without group columns these return plain numbers; with them, a frame with a
+    row per released group."""
 
     @classmethod
     def of(cls, release: Release) -> CdfRelease:
@@ -64,11 +65,17 @@ class CdfRelease(Release):
         norm2, top = agg.tree.weights(start, stop)
         return half_widths(mech.family, mech.scale, norm2, top, alpha)
 
-    def _edge(self, value: float | None, default: int, name: str) -> int:
+    def _edge(self, value: float | None, default: int, name: str,
+              side: Literal["left", "right"]) -> int:
+        """The index of the edge at or below `value` (side "right") or at or above it ("left"),
+        with a tolerance of 1e-9 of the span for edges that floats do not hit exactly."""
         if value is None:
             return default
         v = check_finite(name, value)
-        return int(np.abs(self.edges - v).argmin())
+        e = self.edges
+        slack = 1e-9 * (e[-1] - e[0]) * (1 if side == "right" else -1)
+        found = int(np.searchsorted(e, v + slack, side=side))
+        return int(np.clip(found - (side == "right"), 0, len(e) - 1))
 
     def _shaped(self, columns: dict[str, np.ndarray]) -> Any:
         if self.keys.columns.empty:
@@ -79,10 +86,10 @@ class CdfRelease(Release):
         """(estimate, low, high) of the count of values in [a, b) (None: from the lowest / to the
         highest edge), at level 1 - α: exact, as the consistent counts are a linear function of
         the noisy nodes (`tree.half_widths`); clamped at 0 (`counted`)."""
-        i, j = self._edge(a, 0, "a"), self._edge(b, len(self.edges) - 1, "b")
+        i, j = self._edge(a, 0, "a", "right"), self._edge(b, len(self.edges) - 1, "b", "left")
         if a is not None and b is not None and not a <= b:
             raise invalid("b", b, f">= a = {a!r}")
-        j = max(i, j)
+        j = i if a is not None and a == b else max(i, j)  # [a, a) is empty
         value = self._sums[:, j] - self._sums[:, i]
         w = self._half_widths(np.array([i]), np.array([j]), self.alpha)[0] if j > i else 0.0
         est = counted(Estimate(value, value - w, value + w))
@@ -97,6 +104,9 @@ class CdfRelease(Release):
 
     def quantiles(self, qs: Sequence[float]) -> pd.DataFrame:
         """The q-quantiles, one row per group and q: q, value, low, high (see the class)."""
+        if isinstance(qs, str | bytes) or not isinstance(qs, Iterable):
+            raise invalid("qs", qs, "a list of levels q in (0, 1), such as [0.25, 0.5, 0.75] "
+                                    "(for one level, quantile(q))")
         levels = [check_open_unit("q", q) for q in qs]
         if not levels:
             raise InvalidParameter("quantiles() needs at least one q in (0, 1)")
@@ -110,6 +120,8 @@ class CdfRelease(Release):
 
     def quantile(self, q: float) -> Any:
         """(value, low, high) of the q-quantile (see the class)."""
+        if isinstance(q, Iterable) and not isinstance(q, str | bytes):
+            raise invalid("q", q, "one level in (0, 1) (for several, quantiles([...]))")
         v, lo, hi = self._quantile(check_open_unit("q", q))
         return self._shaped({"value": v, "low": lo, "high": hi})
 
@@ -136,9 +148,18 @@ class CdfRelease(Release):
         low, high = e[last_fewer], e[first_enough]
         return np.clip(value, low, high), low, high
 
+    def caveats(self) -> list[str]:
+        """The release's caveats, and how the intervals of ranges and quantiles hold."""
+        return [*super().caveats(),
+                f"Each range's and each cumulative count's interval holds on its own at "
+                f"{1 - self.alpha:.0%}; the quantiles' intervals hold for all quantiles together. "
+                "Ranges are to bin resolution; null values count in no bin."]
+
     def to_pandas(self) -> pd.DataFrame:
-        """One row per group and bin: the group keys, bin_low, bin_high, the consistent count and
-        the cumulative count up to the bin's upper edge, each with its interval at 1 - α."""
+        """One row per group and bin: the group keys; bin_low and bin_high (the bin is [bin_low,
+        bin_high)); count, count_low, count_high (the bin's consistent count, unbiased so maybe
+        negative, and its interval); cumulative, cumulative_low, cumulative_high (the count below
+        bin_high, clamped at 0, and its interval). Each interval holds on its own at 1 - α."""
         e, x = self.edges, self.estimates[self._cdf[0]]
         bins, groups = len(e) - 1, len(x.value)
         k = np.arange(1, bins + 1)

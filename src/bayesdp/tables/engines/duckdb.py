@@ -1,11 +1,13 @@
 """The DuckDB engine: contribution bounding and exact aggregates inside DuckDB.
 
-Bounding is one sort per unit (DuckDB's windows beat a hash aggregate with one entry per
-(unit, group) pair), never a row-order choice. Each unit's rows are ordered by the keyed group
-hash `hash(hash(unit, key) xor seed_g)`, then by the keyed row hash `hash(hash(row) xor seed_r)`;
-the secret 64-bit seeds make both orders uniformly random permutations. A row is kept when
-its group is among the unit's first `max_groups` (dense_rank) and its position inside the group
-is below `max_rows` (row_number - rank). The three window functions share the one sort.
+Bounding follows the (unit, group) pairs, never a unit's rows taken together, so its time and
+memory do not grow with the largest unit (with `max_rows` > 1, a window's partition is one
+pair's rows: they grow with the largest pair). Each pair keeps its `max_rows` rows of smallest keyed
+row hash `hash(hash(row) xor seed_r)` (with one row a pair, a hash aggregate of `arg_min_null`;
+with more, a window over the pair's rows), then each unit keeps its first `max_groups` pairs in
+the order of the keyed group hash `hash(hash(unit, key) xor seed_g)`, a window over the unit's
+pairs. The secret 64-bit seeds make both orders uniformly random permutations, and the kept rows
+are those of one sort of the unit's rows by group hash, then row hash: the same choice.
 
 Without quantiles or histograms the kept rows are aggregated in the same query; with them,
 the kept rows (at most units x max_groups x max_rows) are materialized once in a temporary
@@ -15,8 +17,8 @@ join it and group by that number (one BIGINT per group and grid cell), fetched a
 The rows and the null units are `count(*)` and `count(unit)`, which DuckDB answers from a
 Parquet file's metadata when no filter applies. With public keys, the rows that enter bounding
 are a semi-join (a key list inside a FILTER or a projection is a mark join, several times
-slower), and the same sort counts them: each unit's first row carries the unit's rows that
-entered (a window over the whole partition), so one statement reads the source once, bounds
+slower), and the pairs count them: each unit's first kept row carries the unit's rows that
+entered (a sum over the unit's pairs), so one statement reads the source once, bounds
 and aggregates, and the rows outside the keys are the rows with a unit less their sum.
 
 Every DuckDB call, building a query and running it, goes through `duckdb_errors`: a DuckDB
@@ -543,41 +545,55 @@ def keyed_hashes(req: BoundingRequest, values: Sequence[str]) -> tuple[str, str]
 def _kept_sql(source: str, req: BoundingRequest, values: list[str], key_table: str | None, *,
               carry: bool = False, entered: bool = False) -> str:
     """The kept rows: keys, `__first` (one row per kept (unit, group) pair), values `__v0`, ...
-    With `carry`, every column of `source` as it is, and `__first` (`values`: the columns
-    besides the unit and the keys, all in the row hash). With `entered`, `__entered`: on each
-    unit's first row (always kept) the unit's rows that entered bounding, 0 on the others."""
+    With `carry`, the unit, the keys and the columns `values` (the others, all in the row hash)
+    as they are, and `__first`. With `entered`, `__entered`: on each unit's first kept row the
+    unit's rows that entered bounding, 0 on the others."""
     keys = [ident(k) for k in req.keys]
     key_sel = "".join(f", {k}" for k in keys)
-    fields = _fields(req, values)
-    if req.unit is None:  # every row is a unit: nothing to bound, no sort
-        return f"SELECT TRUE AS __first{key_sel}{fields} FROM ({source}) WHERE {_in_keys(req, key_table)}"
+    if req.unit is None:  # every row is a unit: nothing to bound
+        return (f"SELECT TRUE AS __first{key_sel}{_fields(req, values)} FROM ({source})"
+                f" WHERE {_in_keys(req, key_table)}")
     unit = ident(req.unit)
     row_hash, group_hash = keyed_hashes(req, values)
-    if keys:
-        by_group = f"PARTITION BY {unit} ORDER BY {group_hash}"
-        # The three windows share one sort (the second order extends the first): dense_rank
-        # numbers the unit's groups in random order, row_number - rank is the row's position
-        # inside its group in random order.
-        ranks = (f", dense_rank() OVER ({by_group}) AS __g, row_number() OVER ({by_group},"
-                 f" {row_hash}) - rank() OVER ({by_group}) AS __i")
-        keep, first_of_unit = f"__g <= {req.max_groups} AND __i < {req.max_rows}", "__g = 1 AND __i = 0"
+    names = [ident(c) for c in values] if carry else [f"__v{j}" for j in range(len(values))]
+    rows = (f"SELECT {unit}{key_sel}{''.join(f', {c}' for c in names) if carry else _fields(req, values)},"
+            f" {row_hash} AS __hr FROM ({source}) WHERE {unit} IS NOT NULL AND {_in_keys(req, key_table)}")
+    whole = "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
+    count = ", count(*) AS __n" if entered else ""
+    pair = ", ".join([unit, *keys])
+    if req.max_rows == 1:
+        # 1. Each (unit, group) pair to its row of smallest keyed row hash, by a hash aggregate:
+        # arg_min_null keeps a null value (arg_min skips it); rows of one hash have the same
+        # content, so one arg_min per column takes every column from one row.
+        kept = "".join(f", arg_min_null({n}, __hr) AS {n}" for n in names)
+        pairs = f"SELECT {pair}{count}{kept}, TRUE AS __first FROM ({rows}) GROUP BY ALL"
+        group_rank = "row_number"
     else:
-        by_group = f"PARTITION BY {unit} ORDER BY {row_hash}"
-        ranks = f", row_number() OVER ({by_group}) - 1 AS __i"
-        keep, first_of_unit = f"__i < {req.max_rows}", "__i = 0"
-    out = "".join(f"{k}, " for k in keys) + "__i = 0 AS __first" + \
-        "".join(f", __v{j}" for j in range(len(values)))
-    if entered:  # the same sort, its frame the whole partition: the unit's rows
-        whole = "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
-        ranks += f", count(*) OVER ({by_group} {whole}) AS __n"
-        out += f", CASE WHEN {first_of_unit} THEN __n ELSE 0 END AS __entered"
-    inner = f"{unit} AS __u{key_sel}{fields}"
-    if carry:
-        inner, out = "*", f"* EXCLUDE ({'__g, ' if keys else ''}__i), __i = 0 AS __first"
-    # An outer WHERE, not QUALIFY: DuckDB turns `row_number() ... QUALIFY __i < k` into a top-k
-    # per partition that cannot spill, so a memory limit would fail what a spilling sort finishes.
-    return (f"SELECT {out} FROM (SELECT {inner}{ranks} FROM ({source})"
-            f" WHERE {unit} IS NOT NULL AND {_in_keys(req, key_table)}) WHERE {keep}")
+        # 1. Each pair's first max_rows rows in the order of the keyed row hash: a window over
+        # the pair's rows (a list aggregate would hold them in memory, unable to spill).
+        by_pair = f"PARTITION BY {pair} ORDER BY __hr"
+        if entered:
+            count = f", count(*) OVER ({by_pair} {whole}) AS __n"
+        pairs = (f"SELECT * EXCLUDE (__hr, __i), __i = 0 AS __first FROM (SELECT *{count},"
+                 f" row_number() OVER ({by_pair}) - 1 AS __i FROM ({rows})) WHERE __i < {req.max_rows}")
+        group_rank = "dense_rank"  # a pair's kept rows share its rank
+    # 2. Each unit's first max_groups pairs in the order of the keyed group hash, by a window
+    # over the unit's kept rows (at most max_rows a pair), never over all its rows; the unit's
+    # rows that entered on its first row. The keys break a tie of the hash, so the order is
+    # total; and with a second sort key DuckDB 2.0 keeps the window, which spills, where it
+    # turns `row_number() <= k` on one key into a top-k aggregate per unit, which does not.
+    ranked, entered_sql = f"SELECT * FROM ({pairs})", "__n"
+    if keys:
+        by_unit = f"PARTITION BY {unit} ORDER BY {group_hash}, {', '.join(keys)}"
+        total = f"CAST(sum(CASE WHEN __first THEN __n END) OVER ({by_unit} {whole}) AS BIGINT)"
+        ranked = (f"SELECT *, {group_rank}() OVER ({by_unit}) AS __g"
+                  f"{f', {total} AS __e' if entered else ''} FROM ({pairs})")
+        ranked = f"SELECT * FROM ({ranked}) WHERE __g <= {req.max_groups}"
+        entered_sql = "CASE WHEN __g = 1 THEN __e ELSE 0 END"
+    out = ", ".join([*([unit] if carry else []), *keys, "__first", *names])
+    if entered:
+        out += f", CASE WHEN __first THEN {entered_sql} ELSE 0 END AS __entered"
+    return f"SELECT {out} FROM ({ranked})"
 
 
 class BoundedDuckDB(BoundedRows):

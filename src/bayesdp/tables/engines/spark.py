@@ -6,8 +6,9 @@ The rows never leave Spark; only per-group aggregates reach the driver. The plan
    semi-join; the rows and the null units before it come from the Parquet footers of a bare
    file scan, else a query of their own (`_source_counts`);
 2. `groupBy(unit, keys)` collapses each (unit, group) pair to its row count and the
-   `max_rows` rows with the smallest keyed row hash (`min_by`, or the head of the hash-sorted
-   list);
+   `max_rows` rows with the smallest keyed row hash (`min_by`; with more than one row, `min_by`
+   with k on Spark 4.2 and later, else the head of the hash-sorted list of the pair's rows), so
+   time and memory follow the pairs, not the largest unit's rows;
 3. one `row_number()` window over each unit's pairs, ordered by the keyed group hash, keeps its
    first `max_groups` groups;
 4. grouped aggregations of the kept rows: units, rows, clipped moments, grid cells, bins.
@@ -495,7 +496,9 @@ def _pairs(source: DataFrame, req: BoundingRequest, values: list[str], keys: Dat
             # aggregate into a sort of every row (the floor's plan has none). Rows of one hash
             # have the same content, so the columns come from one row.
             aggs += [f"min_by(__v{j}, __hr) AS __m{j}" for j in range(len(values))]
-        else:
+        elif _top_k(source.sparkSession):  # a heap of max_rows rows a pair, in hash order
+            aggs.append(f"min_by(struct(__hr, {fields}), __hr, {req.max_rows}) AS __kept")
+        else:  # every row of the pair in a list, then sorted
             ordered = f"array_sort(collect_list(struct(__hr, {fields})))"
             aggs.append(f"slice({ordered}, 1, {req.max_rows}) AS __kept")
     pairs = hashed.groupBy("__u", *[_col(k) for k in req.keys]).agg(*_exprs(*aggs))
@@ -504,6 +507,13 @@ def _pairs(source: DataFrame, req: BoundingRequest, values: list[str], keys: Dat
     # The group hash is computed per pair, not per row.
     rank = f"row_number() OVER (PARTITION BY __u ORDER BY {_keyed_hash(['__u', *by], req.seed >> 64)})"
     return pairs.withColumn("__keep", F.expr(f"__u IS NOT NULL AND {rank} <= {req.max_groups}"))
+
+
+def _top_k(spark: SparkSession) -> bool:
+    """Whether Spark has `min_by(x, ord, k)`, the k values of smallest `ord` (Spark 4.2,
+    SPARK-55322): a bounded heap per group, where a list of the group's rows grows with it."""
+    major, minor = (int(p) for p in spark.version.split(".")[:2])
+    return (major, minor) >= (4, 2)
 
 
 def _source_counts(source: DataFrame, unit: str | None, *,

@@ -1,0 +1,161 @@
+"""AIM (McKenna, Mullins, Sheldon & Miklau 2022): adaptive selection of 2-way marginals beyond a
+tree, with budget annealing, fitted by Private-PGM; and the full contingency table when the
+domain is small against n·ρ."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bayesdp.mechanisms import Exponential
+from bayesdp.noise import Rng
+from bayesdp.synth.measure import Data, compressed, noisy
+from bayesdp.synth.pgm import Clique, Estimate, GraphModel, Measurement, cells, fit, junction_tree
+from bayesdp.synth.simplex import project_simplex
+
+# AIM's defaults (Alg. 2): T = 16d rounds, 0.9 of each round's budget measures, 0.1 selects.
+ROUNDS_PER_COLUMN = 16
+SELECT_SHARE = 0.1
+# Largest junction tree (cells) the model may grow to, reached as the budget is used up (Alg. 2,
+# line 7, with cells in place of megabytes); also the largest full table measured.
+MAX_CELLS = 100_000
+# Mirror-descent steps after each round (warm-started) and for the final model.
+ROUND_ITERATIONS = 15
+FINAL_ITERATIONS = 200
+_EXPECTED_ABS = math.sqrt(2.0 / math.pi)  # E|N(0,1)|
+
+Pair = tuple[int, int]
+Fitted = tuple[GraphModel, float, list[Pair]]
+
+
+@dataclass
+class Spend:
+    """The zCDP cost of every step, in order: what the fit composed (ρ adds, Bun & Steinke 2016)."""
+
+    steps: list[tuple[str, float]] = field(default_factory=list)
+
+    def add(self, what: str, rho: float) -> None:
+        self.steps.append((what, rho))
+
+    @property
+    def rho(self) -> float:
+        return sum(r for _, r in self.steps)
+
+
+@dataclass(frozen=True)
+class Start:
+    """The first stage shared by MST and AIM: 1-way marginals measured, rare levels merged."""
+
+    data: Data
+    measurements: list[Measurement]
+    maps: list[np.ndarray]
+    weights: list[np.ndarray]
+
+    def model(self, est: Estimate) -> GraphModel:
+        return GraphModel(est, tuple(self.maps), tuple(self.weights))
+
+
+def start(data: Data, sigma: float, rng: Rng) -> Start:
+    """Every 1-way marginal with N(0, σ²) noise, then rare levels merged (MST, Sec. 4)."""
+    small, ones, maps, weights = compressed(
+        data, [noisy(data.one(i), sigma, rng) for i in range(len(data.sizes))], sigma)
+    meas = [Measurement((i,), y, var) for i, (y, var) in enumerate(ones)]
+    return Start(small, meas, maps, weights)
+
+
+def full_table_fits(first: Start, rho: float, s2: float) -> bool:
+    """Measure the whole table when its noise costs no more than sampling n records does.
+
+    With the rest ρ' of the budget, each cell gets N(0, σ²), σ² = Δ₂²/(2ρ'); a c-cell 2-way
+    marginal sums N/c cells each, so its expected L1 error is about √(2/π)·σ·√(N·c), against
+    √(2/π)·√(c·n) for the sampling error of n synthetic records (Cauchy–Schwarz on Σ√p). The
+    first is smaller when N·σ² ≤ n, i.e. N ≤ 2ρ'n/Δ₂², with n the noisy count (post-processing).
+    """
+    n_cells = cells(first.data.sizes, tuple(range(len(first.data.sizes))))
+    n_hat = float(np.mean([m.y.sum() for m in first.measurements]))
+    return n_cells <= MAX_CELLS and n_cells * s2 <= 2.0 * rho * n_hat
+
+
+def full_table(first: Start, rho: float, s2: float, rng: Rng, spend: Spend) -> Fitted:
+    """The full contingency table with N(0, Δ₂²/(2ρ)) noise per cell (ρ-zCDP, Bun & Steinke 2016,
+    Prop. 1.6), projected onto the simplex (its least-squares distribution, Duchi et al. 2008);
+    the 1-way measurements enter the record count."""
+    d = len(first.data.sizes)
+    sigma = math.sqrt(s2 / (2.0 * rho))
+    flat = np.ravel_multi_index(tuple(first.data.codes.T), first.data.sizes)
+    counts = np.bincount(flat, minlength=cells(first.data.sizes, tuple(range(d))))
+    y = noisy(counts, sigma, rng).reshape(first.data.sizes)
+    spend.add("full table", s2 / (2.0 * sigma**2))
+    whole = tuple(range(d))
+    probs = project_simplex(y.ravel() / max(float(y.sum()), 1.0)).reshape(y.shape)
+    warm = {whole: np.log(np.maximum(probs, 1e-300))}
+    est = fit(tuple(first.data.sizes), [*first.measurements, Measurement(whole, y, sigma**2)],
+              warm=warm, iters=0)
+    return first.model(est), est.n_hat, list(itertools.combinations(range(d), 2))
+
+
+def _errors(data: Data, est: Estimate, cand: list[Pair]) -> np.ndarray:
+    """‖M_r(x) − n̂·M_r(p̂)‖₁ per candidate (AIM's quality score before its noise correction)."""
+    return np.array([np.abs(data.two(i, j) - est.n_hat * est.pair(i, j)).sum() for i, j in cand])
+
+
+def _fits(est: Estimate, measured: list[Clique], r: Pair, limit: float) -> bool:
+    """Whether the model with r added stays within `limit` cells (AIM's JT-SIZE filter)."""
+    if any(set(r) <= set(c) for c in est.jt.cliques):
+        return est.jt.size() <= limit
+    sizes = est.jt.sizes
+    return cells(sizes, r) <= limit and junction_tree(sizes, [*measured, r]).size() <= limit
+
+
+def aim(data: Data, rho: float, s1: float, s2: float, rng: Rng, spend: Spend | None = None) -> Fitted:
+    """AIM (McKenna et al. 2022, Alg. 2) on the workload of all 2-way marginals.
+
+    Round 0 measures every 1-way marginal with σ² = Δ₂²T/(2·0.9ρ), T = 16d. Each round then
+    selects a 2-way marginal r whose junction tree stays within (ρ_used/ρ)·MAX_CELLS by the
+    exponential mechanism (ε = √(8·0.1ρ/T), ε²/8-zCDP, Cesar & Rogers 2021) on the score
+    ‖M_r(x) − M_r(p̂)‖₁ − √(2/π)σ·n_r (sensitivity Δ₁), measures it with N(0, σ²), and refits
+    the graphical model (Private-PGM). When the model moves less than the expected noise
+    (‖M_r(p̂_t) − M_r(p̂_{t−1})‖₁ ≤ √(2/π)σ·n_r) σ halves and ε doubles (annealing); when less
+    than two rounds' budget is left, the last round spends all of it. The full table replaces
+    the rounds when the domain is small (`full_table_fits`).
+    """
+    spend = spend if spend is not None else Spend()
+    d = len(data.sizes)
+    rounds = ROUNDS_PER_COLUMN * d
+    sigma = math.sqrt(s2 * rounds / (2.0 * (1 - SELECT_SHARE) * rho))
+    eps = math.sqrt(8.0 * SELECT_SHARE * rho / rounds)
+    if d == 1:
+        sigma = math.sqrt(s2 / (2.0 * rho))
+    first = start(data, sigma, rng)
+    spend.add("1-way marginals", d * s2 / (2.0 * sigma**2))
+    small, sizes = first.data, tuple(first.data.sizes)
+    pairs = list(itertools.combinations(range(d), 2))
+    if d > 1 and full_table_fits(first, rho - spend.rho, s2):
+        return full_table(first, rho - spend.rho, s2, rng, spend)
+    meas = list(first.measurements)
+    est = fit(sizes, meas, iters=ROUND_ITERATIONS)
+    while d > 1 and rho - spend.rho > 1e-12 * rho:
+        left = rho - spend.rho
+        if left < 2.0 * (s2 / (2.0 * sigma**2) + eps**2 / 8.0):
+            sigma = math.sqrt(s2 / (2.0 * (1 - SELECT_SHARE) * left))
+            eps = math.sqrt(8.0 * SELECT_SHARE * left)
+        measured = [m.clique for m in meas if len(m.clique) > 1]
+        limit = MAX_CELLS * spend.rho / rho
+        cand = [p for p in pairs if p in measured or _fits(est, measured, p, limit)]
+        n_r = np.array([sizes[i] * sizes[j] for i, j in cand])
+        score = _errors(small, est, cand) - _EXPECTED_ABS * sigma * n_r
+        i, j = cand[Exponential(eps, sensitivity=s1).select_index(score, rng=rng)]
+        spend.add(f"select {i}~{j}", eps**2 / 8.0)
+        before = est.n_hat * est.pair(i, j)
+        meas.append(Measurement((i, j), noisy(small.two(i, j), sigma, rng), sigma**2))
+        spend.add(f"measure {i}~{j}", s2 / (2.0 * sigma**2))
+        est = fit(sizes, meas, warm=est.theta, iters=ROUND_ITERATIONS)
+        if np.abs(est.n_hat * est.pair(i, j) - before).sum() <= _EXPECTED_ABS * sigma * sizes[i] * sizes[j]:
+            sigma /= 2.0
+            eps *= 2.0
+    est = fit(sizes, meas, warm=est.theta, iters=FINAL_ITERATIONS)
+    kept = list(dict.fromkeys(m.clique for m in meas if len(m.clique) == 2))
+    return first.model(est), est.n_hat, [(a, b) for a, b in kept]

@@ -1,0 +1,318 @@
+"""A graphical model on a junction tree, fitted to noisy marginals by mirror descent (Private-PGM).
+
+McKenna, Sheldon & Miklau (2019), "Graphical-model based estimation and inference for differential
+privacy": among distributions whose log-density is a sum of potentials on the measured cliques,
+find the one whose marginals best fit the noisy measurements in inverse-variance weighted least
+squares (Sec. 3, eq. (2)); inference is exact belief propagation on a junction tree.
+Everything here is post-processing of noisy measurements.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bayesdp.noise import Rng
+
+Clique = tuple[int, ...]  # sorted column indices
+Variance = float | np.ndarray
+# Mirror-descent steps of a cold fit; a warm start (AIM's rounds) needs fewer.
+ITERATIONS = 500
+_LINE_SEARCH = 25
+
+
+def cells(sizes: tuple[int, ...] | list[int], clique: Clique) -> int:
+    return math.prod(sizes[a] for a in clique)
+
+
+def _spread(arr: np.ndarray, src: Clique, dst: Clique, sizes: tuple[int, ...]) -> np.ndarray:
+    """A table on `src` as a broadcastable table on `dst` ⊇ `src` (both sorted, so axes keep order)."""
+    return arr.reshape([sizes[a] if a in src else 1 for a in dst])
+
+
+def _sum_to(arr: np.ndarray, src: Clique, dst: Clique) -> np.ndarray:
+    """Sum a table on `src` down to its sub-clique `dst`."""
+    out: np.ndarray = arr.sum(axis=tuple(k for k, a in enumerate(src) if a not in dst))
+    return out
+
+
+@dataclass(frozen=True)
+class JunctionTree:
+    """Maximal cliques of a triangulation of the cliques' graph, joined by a maximum-weight
+    spanning tree on separator sizes (Koller & Friedman 2009, Sec. 10.4); `order` is a BFS order
+    from clique 0 and `parent[i]` the clique towards the root (-1 for the root)."""
+
+    sizes: tuple[int, ...]
+    cliques: tuple[Clique, ...]
+    order: tuple[int, ...]
+    parent: tuple[int, ...]
+
+    def home(self, r: Clique) -> int:
+        """A maximal clique containing r."""
+        return next(k for k, c in enumerate(self.cliques) if set(r) <= set(c))
+
+    def separator(self, i: int) -> Clique:
+        p = self.parent[i]
+        return tuple(a for a in self.cliques[i] if a in self.cliques[p])
+
+    def size(self) -> int:
+        """Total cells of the maximal cliques: the memory and time of one inference."""
+        return sum(cells(self.sizes, c) for c in self.cliques)
+
+
+def junction_tree(sizes: tuple[int, ...], measured: list[Clique]) -> JunctionTree:
+    """Greedy elimination (smallest eliminated clique first) triangulates the graph; its
+    elimination cliques, pruned to the maximal ones, form a junction tree (Koller & Friedman 2009,
+    Thm. 9.6 and 10.4)."""
+    d = len(sizes)
+    adj: list[set[int]] = [set() for _ in range(d)]
+    for r in measured:
+        for a, b in itertools.combinations(r, 2):
+            adj[a].add(b)
+            adj[b].add(a)
+    left = set(range(d))
+    found: list[Clique] = []
+    while left:
+        v = min(left, key=lambda u: (cells(sizes, (u, *adj[u])), u))
+        found.append(tuple(sorted({v, *adj[v]})))
+        for a, b in itertools.combinations(adj[v], 2):
+            adj[a].add(b)
+            adj[b].add(a)
+        for u in adj[v]:
+            adj[u].discard(v)
+        left.discard(v)
+    unique = list(dict.fromkeys(found))
+    maximal = [c for c in unique if not any(set(c) < set(o) for o in unique)]
+    # Maximum spanning tree (Prim from clique 0) on separator sizes; empty separators join forests.
+    m = len(maximal)
+    parent = [-1] * m
+    order = [0]
+    best = {k: (len(set(maximal[0]) & set(maximal[k])), 0) for k in range(1, m)}
+    while best:
+        k = max(best, key=lambda j: (best[j][0], -j))
+        parent[k] = best.pop(k)[1]
+        order.append(k)
+        for j in best:
+            w = len(set(maximal[k]) & set(maximal[j]))
+            if w > best[j][0]:
+                best[j] = (w, k)
+    return JunctionTree(sizes, tuple(maximal), tuple(order), tuple(parent))
+
+
+def calibrate(jt: JunctionTree, theta: dict[Clique, np.ndarray],
+              homes: dict[Clique, int] | None = None) -> list[np.ndarray]:
+    """Clique marginals of P(x) ∝ exp Σ_r θ_r(x_r) by two-pass sum-product (Shafer–Shenoy),
+    in probability space with every potential and message scaled to a maximum of one;
+    `homes` maps each clique of θ to a maximal clique holding it."""
+    sz = jt.sizes
+    logpot = [np.zeros([sz[a] for a in c]) for c in jt.cliques]
+    for r, t in theta.items():
+        k = jt.home(r) if homes is None else homes[r]
+        logpot[k] = logpot[k] + _spread(t, r, jt.cliques[k], sz)
+    pot = [np.exp(p - p.max()) for p in logpot]
+    up: dict[int, np.ndarray] = {}
+    inner = [p.copy() for p in pot]  # potential times the messages from the children
+    for i in reversed(jt.order[1:]):
+        p, sep = jt.parent[i], jt.separator(i)
+        msg = _sum_to(inner[i], jt.cliques[i], sep)
+        up[i] = msg / max(float(msg.max()), 1e-300)
+        inner[p] = inner[p] * _spread(up[i], sep, jt.cliques[p], sz)
+    belief = list(inner)
+    for i in jt.order[1:]:
+        p, sep = jt.parent[i], jt.separator(i)
+        spread_up = _spread(up[i], sep, jt.cliques[p], sz)
+        rest = np.divide(belief[p], spread_up, out=np.zeros_like(belief[p]), where=spread_up > 0)
+        down = _sum_to(rest, jt.cliques[p], sep)
+        belief[i] = inner[i] * _spread(down / max(float(down.max()), 1e-300), sep, jt.cliques[i], sz)
+    return [b / b.sum() for b in belief]
+
+
+@dataclass
+class Measurement:
+    """A noisy count table on a clique and its noise variance (scalar or per cell)."""
+
+    clique: Clique
+    y: np.ndarray
+    var: Variance
+
+
+def total(measurements: list[Measurement]) -> float:
+    """Inverse-variance weighted estimate of the record count from every table's sum."""
+    w = np.array([1.0 / float(np.sum(np.broadcast_to(m.var, m.y.shape))) for m in measurements])
+    t = np.array([float(m.y.sum()) for m in measurements])
+    return max(float(np.dot(w, t) / w.sum()), 1.0)
+
+
+@dataclass
+class Estimate:
+    """The fitted potentials θ (kept to warm-start the next fit) and the calibrated model."""
+
+    jt: JunctionTree
+    theta: dict[Clique, np.ndarray]
+    beliefs: list[np.ndarray]
+    n_hat: float
+    _pairs: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
+
+    def marginal(self, r: Clique) -> np.ndarray:
+        """Probability table of a clique inside one maximal clique."""
+        k = self.jt.home(r)
+        return _sum_to(self.beliefs[k], self.jt.cliques[k], r)
+
+    def pair(self, a: int, b: int) -> np.ndarray:
+        """P(x_a, x_b) for any two columns: carried along the tree path between their cliques,
+        P(x_a, C_j) = Σ P(x_a, C_i) P(C_j | S_ij) (a is independent of C_j given the separator)."""
+        key = (min(a, b), max(a, b))
+        if key not in self._pairs:
+            self._pairs[key] = self._pair(*key)
+        out = self._pairs[key]
+        return out if a < b else out.T
+
+    def _pair(self, a: int, b: int) -> np.ndarray:
+        jt, sz = self.jt, self.jt.sizes
+        try:
+            return self.marginal((a, b))
+        except StopIteration:
+            pass
+        ia, ib = jt.home((a,)), jt.home((b,))
+        path_a, path_b = [ia], [ib]
+        while jt.parent[path_a[-1]] >= 0:
+            path_a.append(jt.parent[path_a[-1]])
+        while jt.parent[path_b[-1]] >= 0:
+            path_b.append(jt.parent[path_b[-1]])
+        lca = next(k for k in path_a if k in path_b)
+        path = path_a[: path_a.index(lca) + 1] + path_b[: path_b.index(lca)][::-1]
+        c0 = jt.cliques[ia]
+        # cur: table over (x_a, *C_i), x_a as an extra leading axis.
+        cur = self.beliefs[ia][None] * np.eye(sz[a]).reshape(
+            (sz[a], *[sz[a] if x == a else 1 for x in c0]))
+        for i, j in itertools.pairwise(path):
+            ci, cj = jt.cliques[i], jt.cliques[j]
+            sep = tuple(x for x in ci if x in cj)
+            on_sep = cur.sum(axis=tuple(1 + k for k, x in enumerate(ci) if x not in sep))
+            p_sep = _sum_to(self.beliefs[j], cj, sep)
+            ratio = np.divide(on_sep, p_sep[None], out=np.zeros_like(on_sep), where=p_sep[None] > 0)
+            cur = self.beliefs[j][None] * ratio.reshape((sz[a], *[sz[x] if x in sep else 1 for x in cj]))
+        last = jt.cliques[path[-1]]
+        out: np.ndarray = cur.sum(axis=tuple(1 + k for k, x in enumerate(last) if x != b))
+        return out
+
+    def sample(self, k: int, *, rng: Rng) -> np.ndarray:
+        """k i.i.d. records: each maximal clique in BFS order given its separator's sampled values
+        (inverse cdf on the rows of its conditional table, one search for all records)."""
+        jt, sz = self.jt, self.jt.sizes
+        out = np.zeros((k, len(sz)), dtype=np.int64)
+        for i in jt.order:
+            c = jt.cliques[i]
+            sep = () if jt.parent[i] < 0 else jt.separator(i)
+            new = tuple(x for x in c if x not in sep)
+            if not new:
+                continue
+            table = np.transpose(self.beliefs[i], [c.index(x) for x in (*sep, *new)])
+            table = table.reshape(cells(sz, sep), cells(sz, new))
+            cum = np.cumsum(table, axis=1)
+            cum = np.divide(cum, cum[:, -1:], out=np.tile(np.linspace(1 / cum.shape[1], 1, cum.shape[1]),
+                                                         (cum.shape[0], 1)), where=cum[:, -1:] > 0)
+            row = (np.ravel_multi_index(tuple(out[:, x] for x in sep), [sz[x] for x in sep])
+                   if sep else np.zeros(k, dtype=np.int64))
+            flat = (cum + np.arange(cum.shape[0])[:, None]).ravel()
+            u = row + rng.random(k)
+            pick = np.searchsorted(flat, u, side="right") - row * cum.shape[1]
+            pick = np.clip(pick, 0, cum.shape[1] - 1)
+            for x, v in zip(new, np.unravel_index(pick, [sz[x] for x in new]), strict=True):
+                out[:, x] = v
+        return out
+
+
+def fit(sizes: tuple[int, ...], measurements: list[Measurement], *,
+        warm: dict[Clique, np.ndarray] | None = None, iters: int = ITERATIONS) -> Estimate:
+    """Private-PGM estimation (McKenna et al. 2019, Alg. 1): entropic mirror descent on the
+    potentials θ_r of the measured cliques for L(μ) = ½ Σ_r ‖n̂ μ_r − y_r‖²/σ_r², with Armijo
+    backtracking on the step; every column is a clique of its own at least."""
+    cl = sorted({m.clique for m in measurements} | {(a,) for a in range(len(sizes))})
+    jt = junction_tree(sizes, cl)
+    n_hat = total(measurements)
+    theta = {r: np.zeros([sizes[a] for a in r]) for r in cl}
+    for r, t in (warm or {}).items():
+        if r in theta:
+            theta[r] = t
+    by_clique: dict[Clique, list[Measurement]] = {}
+    for m in measurements:
+        by_clique.setdefault(m.clique, []).append(m)
+
+    homes = {r: jt.home(r) for r in theta}
+
+    def marginals(beliefs: list[np.ndarray]) -> dict[Clique, np.ndarray]:
+        return {r: _sum_to(beliefs[homes[r]], jt.cliques[homes[r]], r) for r in by_clique}
+
+    def loss(mus: dict[Clique, np.ndarray]) -> tuple[float, dict[Clique, np.ndarray]]:
+        value, grad = 0.0, {}
+        for r, mu1 in mus.items():
+            ms = by_clique[r]
+            mu = n_hat * mu1
+            g = np.zeros_like(mu)
+            for m in ms:
+                diff = mu - m.y
+                value += 0.5 * float(np.sum(diff * diff / m.var))
+                g += n_hat * diff / m.var
+            grad[r] = g
+        return value, grad
+
+    beliefs = calibrate(jt, theta, homes)
+    mus = marginals(beliefs)
+    value, grad = loss(mus)
+    alpha = 1.0 / max(sum(float(np.max(n_hat**2 / np.asarray(m.var))) for m in measurements), 1e-300)
+    for _ in range(iters):
+        alpha *= 2.0
+        for _ in range(_LINE_SEARCH):
+            trial = {r: t - alpha * grad[r] if r in grad else t for r, t in theta.items()}
+            b_new = calibrate(jt, trial, homes)
+            new = marginals(b_new)
+            v_new, g_new = loss(new)
+            drop = sum(float(np.sum(grad[r] * (mus[r] - new[r]))) for r in grad)
+            if value - v_new >= 0.5 * drop:
+                break
+            alpha *= 0.5
+        theta, beliefs, mus, value, grad = trial, b_new, new, v_new, g_new
+    return Estimate(jt, theta, beliefs, n_hat)
+
+
+@dataclass(frozen=True)
+class GraphModel:
+    """The fitted model on the original levels: level k of column c was merged into
+    `maps[c][k]` and is drawn within its group with probability `weights[c][k]` (MST's domain
+    compression undone, McKenna, Miklau & Sheldon 2021, Sec. 4)."""
+
+    estimate: Estimate
+    maps: tuple[np.ndarray, ...]
+    weights: tuple[np.ndarray, ...]
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(len(m) for m in self.maps)
+
+    def marginals(self) -> list[np.ndarray]:
+        return [self.estimate.marginal((c,))[m] * w
+                for c, (m, w) in enumerate(zip(self.maps, self.weights, strict=True))]
+
+    def pair(self, a: int, b: int) -> np.ndarray:
+        t = self.estimate.pair(a, b)[self.maps[a]][:, self.maps[b]]
+        out: np.ndarray = t * self.weights[a][:, None] * self.weights[b][None, :]
+        return out
+
+    def sample(self, k: int, *, rng: Rng) -> np.ndarray:
+        small = self.estimate.sample(k, rng=rng)
+        out = np.empty_like(small)
+        for c, (m, w) in enumerate(zip(self.maps, self.weights, strict=True)):
+            # Original levels grouped by merged level (weights sum to one in each group);
+            # inverse cdf of the weights within the sampled group.
+            order = np.argsort(m, kind="stable")
+            cum = np.cumsum(w[order])
+            start = np.searchsorted(m[order], np.arange(int(m.max()) + 2))
+            g = small[:, c]
+            u = np.concatenate([[0.0], cum])[start[g]] + rng.random(k)
+            pos = np.clip(np.searchsorted(cum, u, side="right"), start[g], start[g + 1] - 1)
+            out[:, c] = order[pos]
+        return out
