@@ -249,10 +249,13 @@ def _sql(name: str, values: list[str], condition: str, every: int = 1) -> dict[s
     calls = [f"SUM({v}{bounded} AS s{j}" for j, v in enumerate(values)]
     calls += [f"{f}({v}{bounded} AS {f.lower()}{j}" for j, v in enumerate(values[:every])
               for f in ("AVG", "STDDEV", "VARIANCE")]
-    calls += [f"PERCENTILE_CONT({v}, 0.5{bounded} AS p{j}, COUNT({v}) AS c{j}"
+    # COUNTs with their bounds: bounds learnt from the data are DP values (their own pairs are in
+    # tests/sql/test_bigquery_semantics.py), and would differ between any two runs.
+    counted = ", contribution_bounds_per_group => (0, 2))"
+    calls += [f"PERCENTILE_CONT({v}, 0.5{bounded} AS p{j}, COUNT({v}{counted} AS c{j}"
               for j, v in enumerate(values[:every])]
     return {"sql": "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6, "
-                   f"privacy_unit_column = u) g, COUNT(*) AS n, {', '.join(calls)} "
+                   f"privacy_unit_column = u) g, COUNT(*{counted} AS n, {', '.join(calls)} "
                    f"FROM {name} WHERE {condition} GROUP BY g"}
 
 
