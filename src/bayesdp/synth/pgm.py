@@ -287,8 +287,10 @@ def fit(sizes: tuple[int, ...], measurements: list[Measurement], *,
     beliefs = calibrate(jt, theta, homes)
     mus = marginals(beliefs)
     value, grad = loss(mus)
-    # 1/L for the loss's curvature bound; a warm start resumes from the last accepted step.
-    alpha = step or 1.0 / max(sum(float(np.max(n_hat**2 / np.asarray(m.var))) for m in measurements), 1e-300)
+    # 1/L for the loss's curvature bound, or the previous fit's last accepted step when larger
+    # (a warm start skips the doublings back up to it).
+    alpha = max(step, 1.0 / max(sum(float(np.max(n_hat**2 / np.asarray(m.var))) for m in measurements),
+                                1e-300))
     for _ in range(iters):
         alpha *= 2.0
         for _ in range(_LINE_SEARCH):
