@@ -23,8 +23,8 @@ SELECT_SHARE = 0.1
 # line 7, with cells in place of megabytes); also the largest full table measured.
 MAX_CELLS = 100_000
 # Mirror-descent steps after each round (warm-started) and for the final model.
-ROUND_ITERATIONS = 15
-FINAL_ITERATIONS = 200
+ROUND_ITERATIONS = 25
+FINAL_ITERATIONS = 100
 _EXPECTED_ABS = math.sqrt(2.0 / math.pi)  # E|N(0,1)|
 
 Pair = tuple[int, int]

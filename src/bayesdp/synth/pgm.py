@@ -123,19 +123,31 @@ def junction_tree(sizes: tuple[int, ...], measured: list[Clique]) -> JunctionTre
     return JunctionTree(sizes, tuple(maximal), tuple(order), tuple(parent))
 
 
-def calibrate(jt: JunctionTree, theta: dict[Clique, np.ndarray],
-              homes: dict[Clique, int] | None = None) -> list[np.ndarray]:
-    """Clique marginals of P(x) ∝ exp Σ_r θ_r(x_r) by two-pass sum-product (Shafer–Shenoy),
-    in probability space with every potential and message scaled to a maximum of one;
-    `homes` maps each clique of θ to a maximal clique holding it."""
+def log_potentials(jt: JunctionTree, theta: dict[Clique, np.ndarray],
+                   homes: dict[Clique, int] | None = None) -> list[np.ndarray]:
+    """Σ_r θ_r on each maximal clique; `homes` maps each clique of θ to a maximal clique holding
+    it. Linear in θ, so a mirror-descent trial θ − αg costs one subtraction per maximal clique."""
     sz = jt.sizes
     logpot = [np.zeros([sz[a] for a in c]) for c in jt.cliques]
     for r, t in theta.items():
         k = jt.home(r) if homes is None else homes[r]
         logpot[k] = logpot[k] + _spread(t, r, jt.cliques[k], sz)
-    pot = [np.exp(p - p.max()) for p in logpot]
+    return logpot
+
+
+def calibrate(jt: JunctionTree, theta: dict[Clique, np.ndarray],
+              homes: dict[Clique, int] | None = None) -> list[np.ndarray]:
+    """Clique marginals of P(x) ∝ exp Σ_r θ_r(x_r) (`propagate`)."""
+    return propagate(jt, log_potentials(jt, theta, homes))
+
+
+def propagate(jt: JunctionTree, logpot: list[np.ndarray]) -> list[np.ndarray]:
+    """Clique marginals from log-potentials on the maximal cliques by two-pass sum-product
+    (Shafer–Shenoy), in probability space with every potential and message scaled to a maximum
+    of one."""
+    sz = jt.sizes
+    inner = [np.exp(p - p.max()) for p in logpot]  # potential times the messages from the children
     up: dict[int, np.ndarray] = {}
-    inner = [p.copy() for p in pot]  # potential times the messages from the children
     for i in reversed(jt.order[1:]):
         p, sep = jt.parent[i], jt.separator(i)
         msg = _sum_to(inner[i], jt.cliques[i], sep)
@@ -284,25 +296,32 @@ def fit(sizes: tuple[int, ...], measurements: list[Measurement], *,
             grad[r] = g
         return value, grad
 
-    beliefs = calibrate(jt, theta, homes)
+    logpot = log_potentials(jt, theta, homes)
+    beliefs = propagate(jt, logpot)
     mus = marginals(beliefs)
     value, grad = loss(mus)
     # 1/L for the loss's curvature bound, or the previous fit's last accepted step when larger
     # (a warm start skips the doublings back up to it).
     alpha = max(step, 1.0 / max(sum(float(np.max(n_hat**2 / np.asarray(m.var))) for m in measurements),
                                 1e-300))
+    grow = True
     for _ in range(iters):
-        alpha *= 2.0
+        # Try a longer step only after one was accepted at once: each backtrack costs a calibration.
+        alpha *= 2.0 if grow else 1.0
+        step_pot = log_potentials(jt, grad, homes)
+        grow = True
         for _ in range(_LINE_SEARCH):
-            trial = {r: t - alpha * grad[r] if r in grad else t for r, t in theta.items()}
-            b_new = calibrate(jt, trial, homes)
+            trial = [lp - alpha * g for lp, g in zip(logpot, step_pot, strict=True)]
+            b_new = propagate(jt, trial)
             new = marginals(b_new)
             v_new, g_new = loss(new)
             drop = sum(float(np.sum(grad[r] * (mus[r] - new[r]))) for r in grad)
             if value - v_new >= 0.5 * drop:
                 break
             alpha *= 0.5
-        theta, beliefs, mus, value, grad = trial, b_new, new, v_new, g_new
+            grow = False
+        theta = {r: t - alpha * grad[r] if r in grad else t for r, t in theta.items()}
+        logpot, beliefs, mus, value, grad = trial, b_new, new, v_new, g_new
     return Estimate(jt, theta, beliefs, n_hat, alpha)
 
 
