@@ -52,8 +52,9 @@ class JunctionTree:
     parent: tuple[int, ...]
 
     def home(self, r: Clique) -> int:
-        """A maximal clique containing r."""
-        return next(k for k, c in enumerate(self.cliques) if set(r) <= set(c))
+        """The smallest maximal clique containing r (the cheapest to sum r's marginal from)."""
+        return min((k for k, c in enumerate(self.cliques) if set(r) <= set(c)),
+                   key=lambda k: cells(self.sizes, self.cliques[k]))
 
     def separator(self, i: int) -> Clique:
         return self.separators[i]
