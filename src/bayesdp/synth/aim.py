@@ -13,7 +13,7 @@ import numpy as np
 from bayesdp.mechanisms import Exponential
 from bayesdp.noise import Rng
 from bayesdp.synth.measure import Data, compressed, noisy
-from bayesdp.synth.pgm import Clique, Estimate, GraphModel, Measurement, cells, fit, junction_tree
+from bayesdp.synth.pgm import Clique, Estimate, GraphModel, Measurement, cells, fit, triangulate
 from bayesdp.synth.simplex import project_simplex
 
 # AIM's defaults (Alg. 2): T = 16d rounds, 0.9 of each round's budget measures, 0.1 selects.
@@ -23,8 +23,8 @@ SELECT_SHARE = 0.1
 # line 7, with cells in place of megabytes); also the largest full table measured.
 MAX_CELLS = 100_000
 # Mirror-descent steps after each round (warm-started) and for the final model.
-ROUND_ITERATIONS = 15
-FINAL_ITERATIONS = 200
+ROUND_ITERATIONS = 25
+FINAL_ITERATIONS = 100
 _EXPECTED_ABS = math.sqrt(2.0 / math.pi)  # E|N(0,1)|
 
 Pair = tuple[int, int]
@@ -107,7 +107,8 @@ def _fits(est: Estimate, measured: list[Clique], r: Pair, limit: float) -> bool:
     if any(set(r) <= set(c) for c in est.jt.cliques):
         return est.jt.size() <= limit
     sizes = est.jt.sizes
-    return cells(sizes, r) <= limit and junction_tree(sizes, [*measured, r]).size() <= limit
+    return cells(sizes, r) <= limit and sum(
+        cells(sizes, c) for c in triangulate(sizes, [*measured, r])) <= limit
 
 
 def aim(data: Data, rho: float, s1: float, s2: float, rng: Rng, spend: Spend | None = None) -> Fitted:
@@ -152,10 +153,10 @@ def aim(data: Data, rho: float, s1: float, s2: float, rng: Rng, spend: Spend | N
         before = est.n_hat * est.pair(i, j)
         meas.append(Measurement((i, j), noisy(small.two(i, j), sigma, rng), sigma**2))
         spend.add(f"measure {i}~{j}", s2 / (2.0 * sigma**2))
-        est = fit(sizes, meas, warm=est.theta, iters=ROUND_ITERATIONS)
+        est = fit(sizes, meas, warm=est.theta, step=est.step, iters=ROUND_ITERATIONS)
         if np.abs(est.n_hat * est.pair(i, j) - before).sum() <= _EXPECTED_ABS * sigma * sizes[i] * sizes[j]:
             sigma /= 2.0
             eps *= 2.0
-    est = fit(sizes, meas, warm=est.theta, iters=FINAL_ITERATIONS)
+    est = fit(sizes, meas, warm=est.theta, step=est.step, iters=FINAL_ITERATIONS)
     kept = list(dict.fromkeys(m.clique for m in meas if len(m.clique) == 2))
     return first.model(est), est.n_hat, [(a, b) for a, b in kept]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -51,22 +52,37 @@ class JunctionTree:
     parent: tuple[int, ...]
 
     def home(self, r: Clique) -> int:
-        """A maximal clique containing r."""
-        return next(k for k, c in enumerate(self.cliques) if set(r) <= set(c))
+        """The smallest maximal clique containing r (the cheapest to sum r's marginal from)."""
+        return min((k for k, c in enumerate(self.cliques) if set(r) <= set(c)),
+                   key=lambda k: cells(self.sizes, self.cliques[k]))
 
     def separator(self, i: int) -> Clique:
-        p = self.parent[i]
-        return tuple(a for a in self.cliques[i] if a in self.cliques[p])
+        return self.separators[i]
+
+    @cached_property
+    def separators(self) -> tuple[Clique, ...]:
+        """Per clique, the columns it shares with its parent (empty for a root)."""
+        return tuple(() if p < 0 else tuple(a for a in c if a in self.cliques[p])
+                     for c, p in zip(self.cliques, self.parent, strict=True))
+
+    @cached_property
+    def neighbours(self) -> tuple[tuple[int, ...], ...]:
+        out: list[list[int]] = [[] for _ in self.cliques]
+        for i, p in enumerate(self.parent):
+            if p >= 0:
+                out[i].append(p)
+                out[p].append(i)
+        return tuple(tuple(n) for n in out)
 
     def size(self) -> int:
         """Total cells of the maximal cliques: the memory and time of one inference."""
         return sum(cells(self.sizes, c) for c in self.cliques)
 
 
-def junction_tree(sizes: tuple[int, ...], measured: list[Clique]) -> JunctionTree:
+def triangulate(sizes: tuple[int, ...], measured: list[Clique]) -> list[Clique]:
     """Greedy elimination (smallest eliminated clique first) triangulates the graph; its
-    elimination cliques, pruned to the maximal ones, form a junction tree (Koller & Friedman 2009,
-    Thm. 9.6 and 10.4)."""
+    elimination cliques, pruned to the maximal ones, are the cliques of a junction tree (Koller &
+    Friedman 2009, Thm. 9.6)."""
     d = len(sizes)
     adj: list[set[int]] = [set() for _ in range(d)]
     for r in measured:
@@ -75,17 +91,23 @@ def junction_tree(sizes: tuple[int, ...], measured: list[Clique]) -> JunctionTre
             adj[b].add(a)
     left = set(range(d))
     found: list[Clique] = []
+    weight = [sizes[u] * math.prod(sizes[w] for w in adj[u]) for u in range(d)]
     while left:
-        v = min(left, key=lambda u: (cells(sizes, (u, *adj[u])), u))
+        v = min(left, key=lambda u: (weight[u], u))
         found.append(tuple(sorted({v, *adj[v]})))
-        for a, b in itertools.combinations(adj[v], 2):
-            adj[a].add(b)
-            adj[b].add(a)
-        for u in adj[v]:
-            adj[u].discard(v)
+        for u in adj[v]:  # only v's neighbours change: they become a clique, without v
+            adj[u] |= adj[v]
+            adj[u] -= {u, v}
+            weight[u] = sizes[u] * math.prod(sizes[w] for w in adj[u])
         left.discard(v)
     unique = list(dict.fromkeys(found))
-    maximal = [c for c in unique if not any(set(c) < set(o) for o in unique)]
+    return [c for c in unique if not any(set(c) < set(o) for o in unique)]
+
+
+def junction_tree(sizes: tuple[int, ...], measured: list[Clique]) -> JunctionTree:
+    """The triangulation's maximal cliques joined by a maximum-weight spanning tree on separator
+    sizes (Koller & Friedman 2009, Sec. 10.4)."""
+    maximal = triangulate(sizes, measured)
     # Maximum spanning tree (Prim from clique 0) on separator sizes; empty separators join forests.
     m = len(maximal)
     parent = [-1] * m
@@ -102,19 +124,31 @@ def junction_tree(sizes: tuple[int, ...], measured: list[Clique]) -> JunctionTre
     return JunctionTree(sizes, tuple(maximal), tuple(order), tuple(parent))
 
 
-def calibrate(jt: JunctionTree, theta: dict[Clique, np.ndarray],
-              homes: dict[Clique, int] | None = None) -> list[np.ndarray]:
-    """Clique marginals of P(x) ∝ exp Σ_r θ_r(x_r) by two-pass sum-product (Shafer–Shenoy),
-    in probability space with every potential and message scaled to a maximum of one;
-    `homes` maps each clique of θ to a maximal clique holding it."""
+def log_potentials(jt: JunctionTree, theta: dict[Clique, np.ndarray],
+                   homes: dict[Clique, int] | None = None) -> list[np.ndarray]:
+    """Σ_r θ_r on each maximal clique; `homes` maps each clique of θ to a maximal clique holding
+    it. Linear in θ, so a mirror-descent trial θ − αg costs one subtraction per maximal clique."""
     sz = jt.sizes
     logpot = [np.zeros([sz[a] for a in c]) for c in jt.cliques]
     for r, t in theta.items():
         k = jt.home(r) if homes is None else homes[r]
         logpot[k] = logpot[k] + _spread(t, r, jt.cliques[k], sz)
-    pot = [np.exp(p - p.max()) for p in logpot]
+    return logpot
+
+
+def calibrate(jt: JunctionTree, theta: dict[Clique, np.ndarray],
+              homes: dict[Clique, int] | None = None) -> list[np.ndarray]:
+    """Clique marginals of P(x) ∝ exp Σ_r θ_r(x_r) (`propagate`)."""
+    return propagate(jt, log_potentials(jt, theta, homes))
+
+
+def propagate(jt: JunctionTree, logpot: list[np.ndarray]) -> list[np.ndarray]:
+    """Clique marginals from log-potentials on the maximal cliques by two-pass sum-product
+    (Shafer–Shenoy), in probability space with every potential and message scaled to a maximum
+    of one."""
+    sz = jt.sizes
+    inner = [np.exp(p - p.max()) for p in logpot]  # potential times the messages from the children
     up: dict[int, np.ndarray] = {}
-    inner = [p.copy() for p in pot]  # potential times the messages from the children
     for i in reversed(jt.order[1:]):
         p, sep = jt.parent[i], jt.separator(i)
         msg = _sum_to(inner[i], jt.cliques[i], sep)
@@ -154,6 +188,7 @@ class Estimate:
     theta: dict[Clique, np.ndarray]
     beliefs: list[np.ndarray]
     n_hat: float
+    step: float = 0.0  # the last accepted mirror-descent step, to warm-start the next fit
     _pairs: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
 
     def marginal(self, r: Clique) -> np.ndarray:
@@ -162,41 +197,42 @@ class Estimate:
         return _sum_to(self.beliefs[k], self.jt.cliques[k], r)
 
     def pair(self, a: int, b: int) -> np.ndarray:
-        """P(x_a, x_b) for any two columns: carried along the tree path between their cliques,
-        P(x_a, C_j) = Σ P(x_a, C_i) P(C_j | S_ij) (a is independent of C_j given the separator)."""
-        key = (min(a, b), max(a, b))
-        if key not in self._pairs:
-            self._pairs[key] = self._pair(*key)
-        out = self._pairs[key]
+        """P(x_a, x_b) for any two columns (`pairs_of`, cached)."""
+        lo, hi = min(a, b), max(a, b)
+        if (lo, hi) not in self._pairs:
+            self._pairs.update(self.pairs_of(lo))
+        out = self._pairs[(lo, hi)]
         return out if a < b else out.T
 
-    def _pair(self, a: int, b: int) -> np.ndarray:
+    def pairs_of(self, a: int) -> dict[tuple[int, int], np.ndarray]:
+        """P(x_a, x_b) for every b > a in one walk over the tree from a clique holding a:
+        P(x_a, C_j) = Σ P(x_a, C_i) P(C_j | S_ij) for neighbours i, j (a is independent of C_j
+        given the separator, Koller & Friedman 2009, Sec. 10.2)."""
         jt, sz = self.jt, self.jt.sizes
-        try:
-            return self.marginal((a, b))
-        except StopIteration:
-            pass
-        ia, ib = jt.home((a,)), jt.home((b,))
-        path_a, path_b = [ia], [ib]
-        while jt.parent[path_a[-1]] >= 0:
-            path_a.append(jt.parent[path_a[-1]])
-        while jt.parent[path_b[-1]] >= 0:
-            path_b.append(jt.parent[path_b[-1]])
-        lca = next(k for k in path_a if k in path_b)
-        path = path_a[: path_a.index(lca) + 1] + path_b[: path_b.index(lca)][::-1]
-        c0 = jt.cliques[ia]
-        # cur: table over (x_a, *C_i), x_a as an extra leading axis.
-        cur = self.beliefs[ia][None] * np.eye(sz[a]).reshape(
-            (sz[a], *[sz[a] if x == a else 1 for x in c0]))
-        for i, j in itertools.pairwise(path):
-            ci, cj = jt.cliques[i], jt.cliques[j]
-            sep = tuple(x for x in ci if x in cj)
-            on_sep = cur.sum(axis=tuple(1 + k for k, x in enumerate(ci) if x not in sep))
-            p_sep = _sum_to(self.beliefs[j], cj, sep)
-            ratio = np.divide(on_sep, p_sep[None], out=np.zeros_like(on_sep), where=p_sep[None] > 0)
-            cur = self.beliefs[j][None] * ratio.reshape((sz[a], *[sz[x] if x in sep else 1 for x in cj]))
-        last = jt.cliques[path[-1]]
-        out: np.ndarray = cur.sum(axis=tuple(1 + k for k, x in enumerate(last) if x != b))
+        start = jt.home((a,))
+        c0 = jt.cliques[start]
+        # Tables over (x_a, *C_i), x_a as an extra leading axis.
+        cur = {start: self.beliefs[start][None] * np.eye(sz[a]).reshape(
+            (sz[a], *[sz[a] if x == a else 1 for x in c0]))}
+        out: dict[tuple[int, int], np.ndarray] = {}
+        stack = [start]
+        while stack and len(out) < len(sz) - 1 - a:
+            i = stack.pop()
+            ci = jt.cliques[i]
+            for k, b in enumerate(ci):
+                if b > a and (a, b) not in out:
+                    out[(a, b)] = cur[i].sum(axis=tuple(1 + m for m in range(len(ci)) if m != k))
+            for j in jt.neighbours[i]:
+                if j in cur:
+                    continue
+                cj = jt.cliques[j]
+                sep = tuple(x for x in ci if x in cj)
+                on_sep = cur[i].sum(axis=tuple(1 + m for m, x in enumerate(ci) if x not in sep))
+                p_sep = _sum_to(self.beliefs[j], cj, sep)
+                ratio = np.divide(on_sep, p_sep[None], out=np.zeros_like(on_sep), where=p_sep[None] > 0)
+                cur[j] = self.beliefs[j][None] * ratio.reshape(
+                    (sz[a], *[sz[x] if x in sep else 1 for x in cj]))
+                stack.append(j)
         return out
 
     def sample(self, k: int, *, rng: Rng) -> np.ndarray:
@@ -227,7 +263,8 @@ class Estimate:
 
 
 def fit(sizes: tuple[int, ...], measurements: list[Measurement], *,
-        warm: dict[Clique, np.ndarray] | None = None, iters: int = ITERATIONS) -> Estimate:
+        warm: dict[Clique, np.ndarray] | None = None, step: float = 0.0,
+        iters: int = ITERATIONS) -> Estimate:
     """Private-PGM estimation (McKenna et al. 2019, Alg. 1): entropic mirror descent on the
     potentials θ_r of the measured cliques for L(μ) = ½ Σ_r ‖n̂ μ_r − y_r‖²/σ_r², with Armijo
     backtracking on the step; every column is a clique of its own at least."""
@@ -260,23 +297,33 @@ def fit(sizes: tuple[int, ...], measurements: list[Measurement], *,
             grad[r] = g
         return value, grad
 
-    beliefs = calibrate(jt, theta, homes)
+    logpot = log_potentials(jt, theta, homes)
+    beliefs = propagate(jt, logpot)
     mus = marginals(beliefs)
     value, grad = loss(mus)
-    alpha = 1.0 / max(sum(float(np.max(n_hat**2 / np.asarray(m.var))) for m in measurements), 1e-300)
+    # 1/L for the loss's curvature bound, or the previous fit's last accepted step when larger
+    # (a warm start skips the doublings back up to it).
+    alpha = max(step, 1.0 / max(sum(float(np.max(n_hat**2 / np.asarray(m.var))) for m in measurements),
+                                1e-300))
+    grow = True
     for _ in range(iters):
-        alpha *= 2.0
+        # Try a longer step only after one was accepted at once: each backtrack costs a calibration.
+        alpha *= 2.0 if grow else 1.0
+        step_pot = log_potentials(jt, grad, homes)
+        grow = True
         for _ in range(_LINE_SEARCH):
-            trial = {r: t - alpha * grad[r] if r in grad else t for r, t in theta.items()}
-            b_new = calibrate(jt, trial, homes)
+            trial = [lp - alpha * g for lp, g in zip(logpot, step_pot, strict=True)]
+            b_new = propagate(jt, trial)
             new = marginals(b_new)
             v_new, g_new = loss(new)
             drop = sum(float(np.sum(grad[r] * (mus[r] - new[r]))) for r in grad)
             if value - v_new >= 0.5 * drop:
                 break
             alpha *= 0.5
-        theta, beliefs, mus, value, grad = trial, b_new, new, v_new, g_new
-    return Estimate(jt, theta, beliefs, n_hat)
+            grow = False
+        theta = {r: t - alpha * grad[r] if r in grad else t for r, t in theta.items()}
+        logpot, beliefs, mus, value, grad = trial, b_new, new, v_new, g_new
+    return Estimate(jt, theta, beliefs, n_hat, alpha)
 
 
 @dataclass(frozen=True)
