@@ -28,11 +28,6 @@ from bayesdp.privacy import Ledger
 # variance, so most of the budget goes to the statistics the coefficients are built from.
 SHARES = (0.1, 0.4, 0.4, 0.1)
 FAILURE = 0.05  # Wang 2018, Alg. 2's ρ: the ridge keeps XᵀX + λI well conditioned w.p. 1 - ρ
-# Eigenvalues of the noisy XᵀX below FLAT_SDS·σ_A are not inverted by `coef_interval`: the noise on
-# an eigenvalue, vᵀEv to first order, has sd at most √2·σ_A, so 3σ_A is about two of them. The
-# constant was chosen on CPS 1985 (tests/models/test_utility.py): with 1, widths grew from ε = 0.1
-# to 0.5; with 3 they are stable on a near-collinear design and fall with ε on a well-posed one.
-FLAT_SDS = 3.0
 
 
 class LinearRegression(PrivateMixin, RegressorMixin, BaseEstimator):
@@ -130,34 +125,24 @@ class LinearRegression(PrivateMixin, RegressorMixin, BaseEstimator):
         """Normal (1 − α) intervals for coef_ (and intercept_, last): (lower, upper) arrays.
 
         The ridge estimate θ = M⁻¹b̂ (M = Â + λI) is biased by −λM⁻¹θ*, which at small n·ε is
-        larger than its spread, so the intervals are centred on θ_c = Gb̂, G the inverse of Â on
-        its eigen-directions a_i >= τ and of Â₊ + τI on the others, τ = FLAT_SDS·σ_A: where Â is
-        well conditioned θ_c is the unregularised solution, and no direction the noise can
-        flatten is ever inverted (Â⁻¹ of a near-collinear design swung widths over seven orders
-        of magnitude). In those directions the rest of the shrinkage, |V·diag(τ/(a_i + τ))·Vᵀθ_c|,
-        is added to the half-width. Delta method: Cov ≈ G(σ̂²Â₊ + σ_b²I + σ_A²(‖θ_c‖²I + θ_cθ_cᵀ
-        − diag θ_c²))G, the sampling variance (σ̂² = RSS/(n − p) from the noisy yᵀy, Xᵀy, XᵀX and
-        count; Â₊ the positive part of Â) and the known noise on b̂ and on the symmetric Â. Each
-        interval is then widened to contain the released estimate. Post-processing: no further
-        budget. An approximation: it ignores the noise in σ̂² and in G beyond first order.
+        larger than its spread, so the intervals are centred on the unregularised θᵤ = Â⁻¹b̂ of
+        the same released statistics. Delta method: Cov ≈ Â⁻¹(σ̂²Â + σ_b²I + σ_A²(‖θᵤ‖²I + θᵤθᵤᵀ
+        − diag θᵤ²))Â⁻¹, summing the sampling variance (σ̂² = RSS/(n − p) from the noisy yᵀy, Xᵀy,
+        XᵀX and count) and the known noise on b̂ and on the symmetric Â. Each interval is then
+        widened to contain the released estimate. Post-processing: no further budget. An
+        approximation: it ignores the noise in σ̂² and in Â⁻¹ beyond first order.
         """
         fitted(self, np.zeros((1, self.n_features_in_)))
         s = self._stats
         a = check_open_unit("alpha", alpha)
-        k = s.theta.size
-        vals, vecs = np.linalg.eigh(s.gram)
-        tau = FLAT_SDS * s.sigma_xx
-        flat = vals < tau
-        g = np.where(flat, 1.0 / (np.maximum(vals, 0.0) + tau), 1.0 / np.maximum(vals, tau))
-        ginv = (vecs * g) @ vecs.T
-        th = ginv @ s.xy
+        th = np.linalg.lstsq(s.gram, s.xy, rcond=None)[0]
         rss = s.yy - 2 * th @ s.xy + th @ s.gram @ th
-        sigma2 = max(rss, 0.0) / max(s.n - k, 1.0)
-        inner = sigma2 * (vecs * np.maximum(vals, 0.0)) @ vecs.T + s.sigma_xy**2 * np.eye(k)
-        inner += s.sigma_xx**2 * ((th @ th) * np.eye(k) + np.outer(th, th) - np.diag(th * th))
+        sigma2 = max(rss, 0.0) / max(s.n - th.size, 1.0)
+        ginv = np.linalg.pinv(s.gram)
+        inner = sigma2 * s.gram + s.sigma_xy**2 * np.eye(th.size)
+        inner += s.sigma_xx**2 * ((th @ th) * np.eye(th.size) + np.outer(th, th) - np.diag(th * th))
         cov = s.t @ ginv @ inner @ ginv @ s.t.T
-        shrunk = np.abs(s.t @ ((vecs * np.where(flat, tau * g, 0.0)) @ vecs.T @ th))
-        half = float(norm.ppf(1 - a / 2)) * np.sqrt(np.maximum(np.diag(cov), 0.0)) + shrunk
+        half = float(norm.ppf(1 - a / 2)) * np.sqrt(np.maximum(np.diag(cov), 0.0))
         estimate = np.append(self.coef_, self.intercept_) if self.fit_intercept else self.coef_
         centre = s.t @ th + (estimate - s.t @ s.theta)  # the target's shift, as for the estimate
         return np.minimum(centre - half, estimate), np.maximum(centre + half, estimate)
