@@ -43,7 +43,8 @@ def test_an_infinite_value_only_a_matching_row_gives_answers_as_no_row(server: S
     def sql(v: float) -> httpx.Response:
         return http.post("/v1/releases", json={"dataset": "visits", "sql": (
             "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.1, privacy_unit_column = user) "
-            f"COUNT(*, contribution_bounds_per_group => (0, 5)) AS n, SUM({ATTACK.format(v=v)}, contribution_bounds_per_row => (0, 1)) AS s "
+            "COUNT(*, contribution_bounds_per_group => (0, 5)) AS n, "
+            f"SUM({ATTACK.format(v=v)}, contribution_bounds_per_row => (0, 1)) AS s "
             "FROM visits")})
 
     for ask in (spec, sql):
