@@ -92,11 +92,11 @@ def test_linear_regression_matches_least_squares_and_its_intervals_cover() -> No
     ols = sklearn.linear_model.LinearRegression().fit(x, y)
     assert ours.score(x, y) >= ols.score(x, y) - 0.01
     hits = []
-    rng = bdp.rng_for_tests(8)
-    for _ in range(200):
+    for i in range(200):  # a seed per fit: an estimator copies its generator, so one would repeat
         xs = gen.uniform(-1, 1, (3000, 3))
         ys = xs @ beta + 0.1 + gen.normal(0, 0.2, 3000)
-        lo, hi = LinearRegression(bounds_X=(-1, 1), bounds_y=(-2, 2), rng=rng).fit(xs, ys).coef_interval(0.05)
+        lo, hi = LinearRegression(bounds_X=(-1, 1), bounds_y=(-2, 2),
+                                  rng=bdp.rng_for_tests(8000 + i)).fit(xs, ys).coef_interval(0.05)
         hits.append((lo[:3] <= beta) & (beta <= hi[:3]))
     assert np.mean(hits) >= 0.85
 
@@ -114,9 +114,10 @@ def test_linear_regression_intervals_cover_on_a_small_real_table(epsilon: float)
     x, y = df[["education", "experience"]].to_numpy(float), np.log(df["wage"].to_numpy(float))
     ols = sklearn.linear_model.LinearRegression().fit(x, y)
     truth = np.append(ols.coef_, ols.intercept_)
-    rng, hits = bdp.rng_for_tests(12), []
-    for _ in range(300):
-        model = LinearRegression(epsilon=epsilon, bounds_X=([0, 0], [20, 60]), bounds_y=(-1, 4), rng=rng)
+    hits = []
+    for i in range(300):  # a seed per fit: an estimator copies its generator, so one would repeat
+        model = LinearRegression(epsilon=epsilon, bounds_X=([0, 0], [20, 60]), bounds_y=(-1, 4),
+                                 rng=bdp.rng_for_tests(12_000 + i))
         lo, hi = model.fit(x, y).coef_interval(0.05)
         estimate = np.append(model.coef_, model.intercept_)
         assert np.all((lo <= estimate) & (estimate <= hi))
