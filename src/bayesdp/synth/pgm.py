@@ -17,6 +17,7 @@ from functools import cached_property
 import numpy as np
 
 from bayesdp.noise import Rng
+from bayesdp.synth.rounding import uniforms
 
 Clique = tuple[int, ...]  # sorted column indices
 Variance = float | np.ndarray
@@ -235,9 +236,11 @@ class Estimate:
                 stack.append(j)
         return out
 
-    def sample(self, k: int, *, rng: Rng) -> np.ndarray:
-        """k i.i.d. records: each maximal clique in BFS order given its separator's sampled values
-        (inverse cdf on the rows of its conditional table, one search for all records)."""
+    def sample(self, k: int, *, rng: Rng, iid: bool = False) -> np.ndarray:
+        """k records: each maximal clique in BFS order given its separator's sampled values
+        (inverse cdf on the rows of its conditional table, one search for all records). The
+        records sharing separator values get the expected counts of each row rounded
+        (`rounding.uniforms`), or i.i.d. draws with `iid`."""
         jt, sz = self.jt, self.jt.sizes
         out = np.zeros((k, len(sz)), dtype=np.int64)
         for i in jt.order:
@@ -254,7 +257,7 @@ class Estimate:
             row = (np.ravel_multi_index(tuple(out[:, x] for x in sep), [sz[x] for x in sep])
                    if sep else np.zeros(k, dtype=np.int64))
             flat = (cum + np.arange(cum.shape[0])[:, None]).ravel()
-            u = row + rng.random(k)
+            u = row + uniforms(k, row, rng, iid=iid)
             pick = np.searchsorted(flat, u, side="right") - row * cum.shape[1]
             pick = np.clip(pick, 0, cum.shape[1] - 1)
             for x, v in zip(new, np.unravel_index(pick, [sz[x] for x in new]), strict=True):
@@ -349,8 +352,8 @@ class GraphModel:
         out: np.ndarray = t * self.weights[a][:, None] * self.weights[b][None, :]
         return out
 
-    def sample(self, k: int, *, rng: Rng) -> np.ndarray:
-        small = self.estimate.sample(k, rng=rng)
+    def sample(self, k: int, *, rng: Rng, iid: bool = False) -> np.ndarray:
+        small = self.estimate.sample(k, rng=rng, iid=iid)
         out = np.empty_like(small)
         for c, (m, w) in enumerate(zip(self.maps, self.weights, strict=True)):
             # Original levels grouped by merged level (weights sum to one in each group);
@@ -359,7 +362,7 @@ class GraphModel:
             cum = np.cumsum(w[order])
             start = np.searchsorted(m[order], np.arange(int(m.max()) + 2))
             g = small[:, c]
-            u = np.concatenate([[0.0], cum])[start[g]] + rng.random(k)
+            u = np.concatenate([[0.0], cum])[start[g]] + uniforms(k, g, rng, iid=iid)
             pos = np.clip(np.searchsorted(cum, u, side="right"), start[g], start[g + 1] - 1)
             out[:, c] = order[pos]
         return out
