@@ -278,26 +278,28 @@ def fit(sizes: tuple[int, ...], measurements: list[Measurement], *,
     for r, t in (warm or {}).items():
         if r in theta:
             theta[r] = t
-    by_clique: dict[Clique, list[Measurement]] = {}
+    # Per clique, Σ_m ‖n̂μ − y_m‖²/σ_m² = ‖n̂μ − ȳ‖²·a + const with weights a = Σ_m 1/σ_m² and
+    # ȳ = Σ_m (y_m/σ_m²)/a (the inverse-variance average): one table per clique, constant dropped.
+    weight: dict[Clique, np.ndarray] = {}
+    mean: dict[Clique, np.ndarray] = {}
     for m in measurements:
-        by_clique.setdefault(m.clique, []).append(m)
+        w = np.broadcast_to(1.0 / np.asarray(m.var, dtype=float), m.y.shape)
+        weight[m.clique] = weight.get(m.clique, 0.0) + w
+        mean[m.clique] = mean.get(m.clique, 0.0) + m.y * w
+    mean = {r: b / weight[r] for r, b in mean.items()}
 
     homes = {r: jt.home(r) for r in theta}
 
     def marginals(beliefs: list[np.ndarray]) -> dict[Clique, np.ndarray]:
-        return {r: _sum_to(beliefs[homes[r]], jt.cliques[homes[r]], r) for r in by_clique}
+        return {r: _sum_to(beliefs[homes[r]], jt.cliques[homes[r]], r) for r in weight}
 
     def loss(mus: dict[Clique, np.ndarray]) -> tuple[float, dict[Clique, np.ndarray]]:
         value, grad = 0.0, {}
         for r, mu1 in mus.items():
-            ms = by_clique[r]
-            mu = n_hat * mu1
-            g = np.zeros_like(mu)
-            for m in ms:
-                diff = mu - m.y
-                value += 0.5 * float(np.sum(diff * diff / m.var))
-                g += n_hat * diff / m.var
-            grad[r] = g
+            diff = n_hat * mu1 - mean[r]
+            wdiff = weight[r] * diff
+            value += 0.5 * float(np.vdot(wdiff, diff))
+            grad[r] = n_hat * wdiff
         return value, grad
 
     logpot = log_potentials(jt, theta, homes)
