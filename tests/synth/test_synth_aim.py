@@ -62,18 +62,44 @@ def test_fit_reproduces_consistent_marginals():
         np.testing.assert_allclose(est.n_hat * est.marginal(m.clique), m.y, atol=0.5)
 
 
+def random_model(seed: int) -> Estimate:
+    rng = rng_for_tests(seed)
+    theta = {r: rng.normal(0, 1.0, [SIZES[a] for a in r]) for r in CLIQUES}
+    jt = junction_tree(SIZES, CLIQUES)
+    return Estimate(jt, theta, calibrate(jt, theta), 1.0)
+
+
 def test_samples_follow_the_model():
     # 100,000 draws: every cell of every 2-way table within its binomial band (false failure
     # <= 2e-7 per table, synth_stats).
-    rng = rng_for_tests(83)
-    theta = {r: rng.normal(0, 1.0, [SIZES[a] for a in r]) for r in CLIQUES}
-    jt = junction_tree(SIZES, CLIQUES)
-    est = Estimate(jt, theta, calibrate(jt, theta), 1.0)
+    est = random_model(83)
     k = 100_000
-    s = est.sample(k, rng=rng_for_tests(84))
-    for a, b in itertools.combinations(range(len(SIZES)), 2):
-        counts = np.bincount(s[:, a] * SIZES[b] + s[:, b], minlength=SIZES[a] * SIZES[b])
-        assert within_binomial(counts, k, est.pair(a, b)), (a, b)
+    for iid in (True, False):
+        s = est.sample(k, rng=rng_for_tests(84), iid=iid)
+        for a, b in itertools.combinations(range(len(SIZES)), 2):
+            counts = np.bincount(s[:, a] * SIZES[b] + s[:, b], minlength=SIZES[a] * SIZES[b])
+            assert within_binomial(counts, k, est.pair(a, b)), (a, b, iid)
+
+
+def test_rounded_samples_are_closer_to_the_model_than_iid_draws():
+    # Deterministic given the seeds: the root clique gets ⌊k·p⌋ or ⌈k·p⌉ records per cell, and
+    # every 2-way table lies closer to the model than i.i.d. draws' (mean TVD).
+    est = random_model(85)
+    jt = est.jt
+    k = 2_000
+
+    def tvd(s: np.ndarray) -> float:
+        return float(np.mean([0.5 * np.abs(np.bincount(s[:, a] * SIZES[b] + s[:, b],
+                                                       minlength=SIZES[a] * SIZES[b]) / k
+                                           - est.pair(a, b).ravel()).sum()
+                              for a, b in itertools.combinations(range(len(SIZES)), 2)]))
+
+    rounded = est.sample(k, rng=rng_for_tests(86))
+    root = jt.cliques[jt.order[0]]
+    counts = np.zeros([SIZES[a] for a in root])
+    np.add.at(counts, tuple(rounded[:, a] for a in root), 1)
+    assert np.all(np.abs(counts - k * est.beliefs[jt.order[0]]) < 1.0)
+    assert tvd(rounded) < 0.5 * tvd(est.sample(k, rng=rng_for_tests(86), iid=True))
 
 
 def latent_table(n: int, columns: int, levels: int, keep: float, seed: int) -> pd.DataFrame:

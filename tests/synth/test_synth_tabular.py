@@ -43,18 +43,23 @@ def mst(table):
 
 def test_sampled_marginals_match_the_model(mst):
     # The correlation-breaking sampler bug (mbi#145) shows as samples far from the model's own
-    # marginals. 100,000 i.i.d. rows: every cell of every 2-way table within its binomial band
-    # at 1e-7 / (cells x pairs) per side (Bonferroni), false failure <= 2e-7 per table.
+    # marginals. 100,000 rows, i.i.d. or rounded: every cell of every 2-way table within its
+    # binomial band at 1e-7 / (cells x pairs) per side (Bonferroni), false failure <= 2e-7 per
+    # table. Rounded, the tree's root column gets ⌊k·p⌋ or ⌈k·p⌉ rows per level.
     k = 100_000
-    df = mst.sample(k, rng=rng_for_tests(22))
-    pairs = list(itertools.combinations(mst.columns, 2))
-    for a, b in pairs:
-        ia = pd.Categorical(df[a], categories=DOMAIN[a]).codes
-        ib = pd.Categorical(df[b], categories=DOMAIN[b]).codes
-        counts = np.bincount(ia * len(DOMAIN[b]) + ib, minlength=len(DOMAIN[a]) * len(DOMAIN[b]))
-        model = mst.marginal([a, b])
-        assert abs(model.sum() - 1) < 1e-9
-        assert within_binomial(counts, k, model), (a, b)
+    for iid in (True, False):
+        df = mst.sample(k, rng=rng_for_tests(22), iid=iid)
+        pairs = list(itertools.combinations(mst.columns, 2))
+        for a, b in pairs:
+            ia = pd.Categorical(df[a], categories=DOMAIN[a]).codes
+            ib = pd.Categorical(df[b], categories=DOMAIN[b]).codes
+            counts = np.bincount(ia * len(DOMAIN[b]) + ib, minlength=len(DOMAIN[a]) * len(DOMAIN[b]))
+            model = mst.marginal([a, b])
+            assert abs(model.sum() - 1) < 1e-9
+            assert within_binomial(counts, k, model), (a, b, iid)
+    root = mst.columns[mst.model.order[0]]
+    counts = pd.Categorical(df[root], categories=DOMAIN[root]).value_counts().to_numpy()
+    assert np.all(np.abs(counts - k * mst.marginal([root])) < 1.0)
 
 
 def test_model_is_consistent_along_the_tree(mst):
@@ -148,6 +153,8 @@ def test_bad_input(table):
         synthesize(table, 1.0, columns=["zz"])
     with pytest.raises(InvalidParameter, match="k"):
         synthesize(table, 1.0, domain=DOMAIN, rng=rng_for_tests(30)).sample(0)
+    with pytest.raises(InvalidParameter, match="iid"):
+        synthesize(table, 1.0, domain=DOMAIN, rng=rng_for_tests(30)).sample(5, iid="yes")
 
 
 def test_rare_levels_are_merged_and_split_back_consistently():

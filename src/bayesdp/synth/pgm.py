@@ -17,6 +17,7 @@ from functools import cached_property
 import numpy as np
 
 from bayesdp.noise import Rng
+from bayesdp.synth.rounding import uniforms
 
 Clique = tuple[int, ...]  # sorted column indices
 Variance = float | np.ndarray
@@ -235,9 +236,11 @@ class Estimate:
                 stack.append(j)
         return out
 
-    def sample(self, k: int, *, rng: Rng) -> np.ndarray:
-        """k i.i.d. records: each maximal clique in BFS order given its separator's sampled values
-        (inverse cdf on the rows of its conditional table, one search for all records)."""
+    def sample(self, k: int, *, rng: Rng, iid: bool = False) -> np.ndarray:
+        """k records: each maximal clique in BFS order given its separator's sampled values
+        (inverse cdf on the rows of its conditional table, one search for all records). The
+        records sharing separator values get the expected counts of each row rounded
+        (`rounding.uniforms`), or i.i.d. draws with `iid`."""
         jt, sz = self.jt, self.jt.sizes
         out = np.zeros((k, len(sz)), dtype=np.int64)
         for i in jt.order:
@@ -254,7 +257,7 @@ class Estimate:
             row = (np.ravel_multi_index(tuple(out[:, x] for x in sep), [sz[x] for x in sep])
                    if sep else np.zeros(k, dtype=np.int64))
             flat = (cum + np.arange(cum.shape[0])[:, None]).ravel()
-            u = row + rng.random(k)
+            u = row + uniforms(k, row, rng, iid=iid)
             pick = np.searchsorted(flat, u, side="right") - row * cum.shape[1]
             pick = np.clip(pick, 0, cum.shape[1] - 1)
             for x, v in zip(new, np.unravel_index(pick, [sz[x] for x in new]), strict=True):
@@ -275,26 +278,28 @@ def fit(sizes: tuple[int, ...], measurements: list[Measurement], *,
     for r, t in (warm or {}).items():
         if r in theta:
             theta[r] = t
-    by_clique: dict[Clique, list[Measurement]] = {}
+    # Per clique, Σ_m ‖n̂μ − y_m‖²/σ_m² = ‖n̂μ − ȳ‖²·a + const with weights a = Σ_m 1/σ_m² and
+    # ȳ = Σ_m (y_m/σ_m²)/a (the inverse-variance average): one table per clique, constant dropped.
+    weight: dict[Clique, np.ndarray] = {}
+    mean: dict[Clique, np.ndarray] = {}
     for m in measurements:
-        by_clique.setdefault(m.clique, []).append(m)
+        w = np.broadcast_to(1.0 / np.asarray(m.var, dtype=float), m.y.shape)
+        weight[m.clique] = weight.get(m.clique, 0.0) + w
+        mean[m.clique] = mean.get(m.clique, 0.0) + m.y * w
+    mean = {r: b / weight[r] for r, b in mean.items()}
 
     homes = {r: jt.home(r) for r in theta}
 
     def marginals(beliefs: list[np.ndarray]) -> dict[Clique, np.ndarray]:
-        return {r: _sum_to(beliefs[homes[r]], jt.cliques[homes[r]], r) for r in by_clique}
+        return {r: _sum_to(beliefs[homes[r]], jt.cliques[homes[r]], r) for r in weight}
 
     def loss(mus: dict[Clique, np.ndarray]) -> tuple[float, dict[Clique, np.ndarray]]:
         value, grad = 0.0, {}
         for r, mu1 in mus.items():
-            ms = by_clique[r]
-            mu = n_hat * mu1
-            g = np.zeros_like(mu)
-            for m in ms:
-                diff = mu - m.y
-                value += 0.5 * float(np.sum(diff * diff / m.var))
-                g += n_hat * diff / m.var
-            grad[r] = g
+            diff = n_hat * mu1 - mean[r]
+            wdiff = weight[r] * diff
+            value += 0.5 * float(np.vdot(wdiff, diff))
+            grad[r] = n_hat * wdiff
         return value, grad
 
     logpot = log_potentials(jt, theta, homes)
@@ -349,8 +354,8 @@ class GraphModel:
         out: np.ndarray = t * self.weights[a][:, None] * self.weights[b][None, :]
         return out
 
-    def sample(self, k: int, *, rng: Rng) -> np.ndarray:
-        small = self.estimate.sample(k, rng=rng)
+    def sample(self, k: int, *, rng: Rng, iid: bool = False) -> np.ndarray:
+        small = self.estimate.sample(k, rng=rng, iid=iid)
         out = np.empty_like(small)
         for c, (m, w) in enumerate(zip(self.maps, self.weights, strict=True)):
             # Original levels grouped by merged level (weights sum to one in each group);
@@ -359,7 +364,7 @@ class GraphModel:
             cum = np.cumsum(w[order])
             start = np.searchsorted(m[order], np.arange(int(m.max()) + 2))
             g = small[:, c]
-            u = np.concatenate([[0.0], cum])[start[g]] + rng.random(k)
+            u = np.concatenate([[0.0], cum])[start[g]] + uniforms(k, g, rng, iid=iid)
             pos = np.clip(np.searchsorted(cum, u, side="right"), start[g], start[g + 1] - 1)
             out[:, c] = order[pos]
         return out

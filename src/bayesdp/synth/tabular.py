@@ -65,15 +65,19 @@ class Synthesizer:
     def columns(self) -> list[str]:
         return [s.name for s in self.specs]
 
-    def sample(self, k: int | None = None, *, rng: Rng | None = None) -> pd.DataFrame:
+    def sample(self, k: int | None = None, *, rng: Rng | None = None, iid: bool = False) -> pd.DataFrame:
         """k synthetic rows (default: the noisy n) with the input's columns and dtypes.
 
+        By default the rows follow the model's expected counts, rounded group by group along the
+        model's tree (less sampling error); `iid=True` draws independent rows instead.
         Post-processing of the private model (W&Z Lemma 2.6(2)); the guarantee and explanation
         travel in `df.attrs`. A seeded `rng` is for tests only.
         """
         count = max(1, round(self.n_estimate)) if k is None else check_positive_int("k", k)
+        if not isinstance(iid, bool):
+            raise invalid("iid", iid, "True or False")
         g = resolve_rng(rng)
-        df = decode(self.model.sample(count, rng=g), list(self.specs), rng=g)
+        df = decode(self.model.sample(count, rng=g, iid=iid), list(self.specs), rng=g)
         df.attrs["guarantee"] = self.guarantee
         df.attrs["explanation"] = self.explain()
         return df

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bayesdp.noise import Rng
+from bayesdp.synth.rounding import uniforms
 from bayesdp.synth.simplex import ipf, project_simplex, project_tables
 
 # Positive floor (relative to the cell mean) so that proportional fitting can fill any cell.
@@ -77,12 +78,14 @@ class TreeModel:
                 for c, t in self.cond.items()}
         return TreeModel(tuple(len(m) for m in maps), self.order, self.parent, probs, cond)
 
-    def sample(self, k: int, *, rng: Rng) -> np.ndarray:
-        """k i.i.d. records by ancestral sampling (inverse cdf per column, vectorized over records)."""
+    def sample(self, k: int, *, rng: Rng, iid: bool = False) -> np.ndarray:
+        """k records by ancestral sampling (inverse cdf per column, vectorized over records);
+        records sharing a parent value get rounded expected counts (`rounding.uniforms`), or
+        i.i.d. draws with `iid`."""
         out = np.empty((k, len(self.sizes)), dtype=np.int64)
         for c in self.order:
             p = self.parent[c]
-            u = rng.random(k)
+            u = uniforms(k, None if p < 0 else out[:, p], rng, iid=iid)
             if p < 0:
                 cum = np.cumsum(self.probs[c])
                 out[:, c] = np.searchsorted(cum / cum[-1], u, side="right")
