@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -51,6 +51,9 @@ EDGE_WIDTHS = 6.0
 # The simulation reads no data, so a fixed seed leaks nothing; it makes a preview repeatable
 # (the same figures twice, on a service and on its client).
 SIMULATION_SEED = 15
+# Previews' simulated figures kept, by their public parameters (cleared when this many are kept).
+ACCURACY_KEPT = 256
+_ACCURACY: dict[Any, Accuracy] = {}
 
 
 @dataclass(frozen=True)
@@ -159,8 +162,18 @@ class Mean(Moments):
         bound, until clipping at the bound cuts them: the largest lies just before (a share near
         0 or 1), not at the bound. `rng` drives the simulation (default: seeded with
         SIMULATION_SEED)."""
+        if rng is not None:
+            return self._accuracy(step, alpha, n, rng)
+        # Seeded, so a function of public parameters alone: kept, as previews repeat them.
+        key = (self, alpha, n, tuple((k, repr(p.mechanism), p.scale) for k, p in step.parts.items()))
+        if key not in _ACCURACY:
+            if len(_ACCURACY) >= ACCURACY_KEPT:
+                _ACCURACY.clear()
+            _ACCURACY[key] = self._accuracy(step, alpha, n, np.random.default_rng(SIMULATION_SEED))
+        return _ACCURACY[key]
+
+    def _accuracy(self, step: PlannedStep, alpha: float, n: int, gen: Rng) -> Accuracy:
         lo, hi = self.bounds
-        gen = np.random.default_rng(SIMULATION_SEED) if rng is None else rng
         middle = self._simulated(step, alpha, n, (lo + hi) / 2, rng=gen)
         edge = max(hi - EDGE_WIDTHS * middle[0], lo + 0.75 * (hi - lo))
         figures = [middle] + [self._simulated(step, alpha, n, mu, rng=gen)
