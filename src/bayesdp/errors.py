@@ -67,6 +67,13 @@ class CuratorWarning(UserWarning):
     their own process; it must never be forwarded to an analyst."""
 
 
+def check_keys(keys: Any, allowed: Any, where: str, error: type[BayesdpError] = InvalidParameter) -> None:
+    """Refuse keys of a table (a configuration's, a spec's) outside `allowed`, naming them all."""
+    unknown = sorted(set(keys) - set(allowed))
+    if unknown:
+        raise error(f"unknown key(s) {unknown} in {where}; allowed: {list(allowed)}")
+
+
 def invalid(name: str, value: Any, allowed: str) -> InvalidParameter:
     """Build the standard message: which parameter, what it was, what is allowed."""
     return InvalidParameter(f"{name}={value!r} is not allowed: {name} must be {allowed}")

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bayesdp.errors import InvalidParameter, invalid
+from bayesdp.errors import InvalidParameter, check_keys, invalid
 from bayesdp.privacy import Guarantee
 from bayesdp.privacy.filters import ACCOUNTINGS, PLD_REFUSED
 from bayesdp.serve.limits import Limits, parse_limits
@@ -182,7 +182,7 @@ def load_config(path: str | Path) -> Config:
 
 def parse_config(doc: dict[str, Any], base: Path) -> Config:
     """Validate a parsed configuration; relative paths are taken from `base`."""
-    _keys(doc, _TOP, "the configuration")
+    check_keys(doc, _TOP, "the configuration")
     if "state" not in doc:
         raise InvalidParameter("state is missing: name the service's state directory, e.g. state = \"state\"")
     datasets = _table(doc, "datasets", "")
@@ -218,7 +218,7 @@ def _dataset(name: str, d: Any, base: Path) -> Dataset:
     key = f"datasets.{name}"
     if not isinstance(d, dict):
         raise invalid(key, d, "a table")
-    _keys(d, _DATASET, key)
+    check_keys(d, _DATASET, key)
     for required in ("source", "privacy_unit", "columns", "budget"):
         if required not in d:
             raise InvalidParameter(f"{key}.{required} is missing")
@@ -264,7 +264,7 @@ def _names(v: Any, key: str) -> tuple[str, ...]:
 def _column(name: str, v: Any, key: str) -> Column:
     if not isinstance(v, dict):
         raise invalid(key, v, "a table such as { bounds = [0, 100] } or { domain = [\"a\", \"b\"] }")
-    _keys(v, _COLUMN, key)
+    check_keys(v, _COLUMN, key)
     bounds = None
     if "bounds" in v:
         b = v["bounds"]
@@ -283,7 +283,7 @@ def _column(name: str, v: Any, key: str) -> Column:
 def _budget(v: Any, key: str, unit: str) -> Budget:
     if not isinstance(v, dict):
         raise invalid(key, v, "a table { epsilon = ..., delta = ..., accounting = \"basic\" }")
-    _keys(v, _BUDGET, key)
+    check_keys(v, _BUDGET, key)
     if "epsilon" not in v:
         raise InvalidParameter(f"{key}.epsilon is missing")
     accounting = v.get("accounting", "basic")
@@ -299,7 +299,7 @@ def _budget(v: Any, key: str, unit: str) -> Budget:
 def _synthetic(v: Any, key: str) -> Synthetic:
     if not isinstance(v, dict):
         raise invalid(key, v, "a table { epsilon = ..., delta = ..., rows = ... }")
-    _keys(v, _SYNTHETIC, key)
+    check_keys(v, _SYNTHETIC, key)
     for required in ("epsilon", "rows"):
         if required not in v:
             raise InvalidParameter(f"{key}.{required} is missing")
@@ -312,7 +312,7 @@ def _holdout(name: str, h: Any, base: Path) -> Holdout:
     key = f"holdouts.{name}"
     if not isinstance(h, dict):
         raise invalid(key, h, "a table")
-    _keys(h, _HOLDOUT, key)
+    check_keys(h, _HOLDOUT, key)
     for required in ("train", "holdout", "threshold", "sigma", "budget"):
         if required not in h:
             raise InvalidParameter(f"{key}.{required} is missing")
@@ -325,12 +325,6 @@ def _holdout(name: str, h: Any, base: Path) -> Holdout:
                    _positive(h["threshold"], f"{key}.threshold"), _positive(h["sigma"], f"{key}.sigma"),
                    budget, _str(h.get("description", ""), f"{key}.description"), share,
                    _names(h["analysts"], f"{key}.analysts") if "analysts" in h else None)
-
-
-def _keys(d: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
-    unknown = sorted(set(d) - set(allowed))
-    if unknown:
-        raise InvalidParameter(f"unknown key(s) {unknown} in {where}; allowed: {list(allowed)}")
 
 
 def _table(d: dict[str, Any], name: str, parent: str) -> dict[str, Any]:

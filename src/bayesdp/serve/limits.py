@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 import anyio
 import duckdb
 
-from bayesdp.errors import InvalidParameter, invalid
+from bayesdp.errors import InvalidParameter, check_keys, invalid
 
 T = TypeVar("T")
 
@@ -79,10 +79,7 @@ def parse_limits(v: Any) -> Limits:
     """The [limits] table of a service configuration, validated key by key."""
     if not isinstance(v, dict):
         raise invalid("limits", v, "a table such as { max_bins = 10000 }")
-    allowed = [f.name for f in fields(Limits)]
-    unknown = sorted(set(v) - set(allowed))
-    if unknown:
-        raise InvalidParameter(f"unknown key(s) {unknown} in limits; allowed: {allowed}")
+    check_keys(v, [f.name for f in fields(Limits)], "limits")
     for key, value in v.items():
         if key in ("memory_limit", "process_memory"):
             if not isinstance(value, str) or not _MEMORY.fullmatch(value.strip()):

@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from bayesdp.errors import BayesdpError, InvalidParameter
+from bayesdp.errors import BayesdpError, InvalidParameter, check_keys
 from bayesdp.expressions import RowExpression, row_expression
 from bayesdp.holdout import table_means
 from bayesdp.serve.caught import caught, in_context
@@ -74,10 +74,7 @@ def parse_timing(doc: Any, key: str = "timing") -> TimingConfig:
         return TimingConfig()
     if not isinstance(doc, dict):
         raise InvalidParameter(f"{key} must be a table such as {{ margin = 1.5 }}, not {doc!r}")
-    allowed = ["pad", "margin", "slack", "least", "runs", "lanes", "refresh"]
-    unknown = sorted(set(doc) - set(allowed))
-    if unknown:
-        raise InvalidParameter(f"unknown key(s) {unknown} in {key}; allowed: {allowed}")
+    check_keys(doc, [f.name for f in fields(TimingConfig)], key)
     cfg = TimingConfig(**doc)
     if not isinstance(cfg.pad, bool):
         raise InvalidParameter(f"{key}.pad must be true or false, not {cfg.pad!r}")

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bayesdp.errors import DataError
+from bayesdp.errors import DataError, check_keys
 
 _TABLE_KEYS = ("privacy_unit", "max_groups_per_unit", "max_rows_per_group", "epsilon", "delta",
                "alpha", "noise", "columns", "public", "max_rows_per_key")
@@ -76,9 +76,7 @@ def load(metadata: str | Path | Mapping[str, Any] | None) -> dict[str, TableMeta
 def _checked(where: str, spec: Any, allowed: tuple[str, ...]) -> Mapping[str, Any]:
     if not isinstance(spec, Mapping):
         raise DataError(f"{where} must be a table")
-    unknown = sorted(set(spec) - set(allowed))
-    if unknown:
-        raise DataError(f"unknown key(s) {unknown} in {where}; allowed: {list(allowed)}")
+    check_keys(spec, allowed, where, DataError)
     return spec
 
 

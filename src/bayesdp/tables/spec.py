@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from bayesdp.errors import DataError, InvalidParameter, invalid
+from bayesdp.errors import DataError, InvalidParameter, check_keys, invalid
 from bayesdp.tables.aggregates import CONSTRUCTORS, Aggregate
 from bayesdp.tables.query import Query, table
 
@@ -64,9 +64,7 @@ def check_spec(spec: dict[str, Any], where: str) -> dict[str, Any]:
     """A parsed spec (TOML or JSON), with its keys and the type of every value checked (the
     ranges are the library's to check); `where` names it."""
     check_values(spec)
-    unknown = sorted(set(spec) - set(SPEC_KEYS))
-    if unknown:
-        raise DataError(f"unknown key(s) {unknown} in {where}; allowed: {list(SPEC_KEYS)}")
+    check_keys(spec, SPEC_KEYS, where, DataError)
     unit = spec.get("privacy_unit")
     if not (isinstance(unit, str) or unit is False):
         raise DataError(f"{where} must name the privacy_unit column, or set "
