@@ -97,11 +97,6 @@ def full_table(first: Start, rho: float, s2: float, rng: Rng, spend: Spend) -> F
     return first.model(est), est.n_hat, list(itertools.combinations(range(d), 2))
 
 
-def _errors(data: Data, est: Estimate, cand: list[Pair]) -> np.ndarray:
-    """‖M_r(x) − n̂·M_r(p̂)‖₁ per candidate (AIM's quality score before its noise correction)."""
-    return np.array([np.abs(data.two(i, j) - est.n_hat * est.pair(i, j)).sum() for i, j in cand])
-
-
 def _fits(est: Estimate, measured: list[Clique], r: Pair, limit: float) -> bool:
     """Whether the model with r added stays within `limit` cells (AIM's JT-SIZE filter)."""
     if any(set(r) <= set(c) for c in est.jt.cliques):
@@ -147,7 +142,7 @@ def aim(data: Data, rho: float, s1: float, s2: float, rng: Rng, spend: Spend | N
         limit = MAX_CELLS * spend.rho / rho
         cand = [p for p in pairs if p in measured or _fits(est, measured, p, limit)]
         n_r = np.array([sizes[i] * sizes[j] for i, j in cand])
-        score = _errors(small, est, cand) - _EXPECTED_ABS * sigma * n_r
+        score = small.errors(est.pair, est.n_hat, cand) - _EXPECTED_ABS * sigma * n_r
         i, j = cand[Exponential(eps, sensitivity=s1).select_index(score, rng=rng)]
         spend.add(f"select {i}~{j}", eps**2 / 8.0)
         before = est.n_hat * est.pair(i, j)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from bayesdp.noise import Rng, discrete_gaussian
@@ -25,6 +27,12 @@ class Data:
             self._pairs[(i, j)] = flat.reshape(ki, kj)
         table: np.ndarray = self._pairs[(i, j)]
         return table
+
+    def errors(self, pair: Callable[[int, int], np.ndarray], n_hat: float,
+               pairs: list[tuple[int, int]]) -> np.ndarray:
+        """‖M_r(x) − n̂·M_r(p̂)‖₁ per pair r, p̂'s pair marginals from `pair`: the L1 error in counts
+        that MST and AIM select by (McKenna et al. 2021; 2022, before AIM's noise correction)."""
+        return np.array([np.abs(self.two(i, j) - n_hat * pair(i, j)).sum() for i, j in pairs])
 
 
 def noisy(counts: np.ndarray, sigma: float, rng: Rng) -> np.ndarray:

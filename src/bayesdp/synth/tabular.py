@@ -151,11 +151,6 @@ def _components(d: int, edges: list[tuple[int, int]]) -> np.ndarray:
     return comp
 
 
-def _quality(data: Data, model: TreeModel, n_hat: float, pairs: list[tuple[int, int]]) -> np.ndarray:
-    """L1 error of the model's 2-way marginals, in counts (McKenna et al. 2021, MST's selection score)."""
-    return np.array([np.abs(data.two(i, j) - n_hat * model.pair(i, j)).sum() for i, j in pairs])
-
-
 def _mst(data: Data, rho: float, s1: float, s2: float, rng: Rng) -> Fitted:
     """MST (McKenna, Miklau & Sheldon 2021, Alg. 1): ρ/3 on 1-way marginals, ρ/3 on a private
     maximum spanning tree by d−1 exponential mechanisms (each ε²/8-zCDP, Cesar & Rogers 2021),
@@ -176,7 +171,7 @@ def _mst(data: Data, rho: float, s1: float, s2: float, rng: Rng) -> Fitted:
         return model.expand(maps, weights), n_hat, []
     eps_round = math.sqrt(8.0 * share / (d - 1))
     allpairs = [(i, j) for i in range(d) for j in range(i + 1, d)]
-    score = dict(zip(allpairs, _quality(small, model, n_hat, allpairs), strict=True))
+    score = dict(zip(allpairs, small.errors(model.pair, n_hat, allpairs), strict=True))
     chosen: list[tuple[int, int]] = []
     for _ in range(d - 1):
         comp = _components(d, chosen)
