@@ -181,7 +181,7 @@ class Service:
             b = self.state.budget(analyst_id, ds.name)
             out.append({
                 "name": ds.name, "description": ds.description, "privacy_unit": ds.privacy_unit,
-                "unit_name": ds.unit_name,
+                "unit_name": ds.unit_name, "unit_plural": ds.unit_plural,
                 "columns": [{"name": c.name, "bounds": c.bounds, "domain": c.domain,
                              "description": c.description} for c in ds.columns.values()],
                 "options": ds.options,
