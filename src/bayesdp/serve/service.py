@@ -274,17 +274,17 @@ class Service:
     def preview(self, ds: Dataset, request: dict[str, Any]) -> dict[str, Any]:
         """The expected error of a spec or SQL from public parameters (free: reads no data values)."""
         check_request(request)
-        learn = None
+        learn, shown = None, None
         if "sql" in request:
             t = self.translation(ds, request)
-            query, options, learn = t.query, t.options, t.learn
+            query, options, learn, shown = t.query, t.options, t.learn, t.shown
         else:
             query, _, options = self.query(ds, request.get("spec"))
         if "epsilon" not in options:
             raise InvalidParameter("epsilon is missing: give it in the spec")
         with caught() as said:  # this request's (previews read no data: their warnings are public)
             # Bounds the BigQuery clause learns are unknown until its release: its preview says so.
-            df, guarantee = preview(query, learn, options, group_size=request.get("group_size"))
+            df, guarantee = preview(query, learn, options, group_size=request.get("group_size"), shown=shown)
         return {"dataset": ds.name, **frame_json(df),
                 "guarantee": guarantee_json(guarantee),
                 "warnings": [str(w.message) for w in said]}
