@@ -479,6 +479,10 @@ def test_holdout_and_synthetic_data(page: Page) -> None:
     page.el("#synthetic-button").click()
     page.until(lambda: page.shown("#synthetic-download"))
     assert "remaining ε=2," in page.text("#budget-text")
+    # Its spend is on the chart of what was spent, though it is not a release.
+    page.until(lambda: len(page.els("#spend-chart circle")) == 1)
+    chart = page.el("#spend-chart svg").get_attribute("aria-label")
+    assert chart == "ε spent on people: 1 of 3 after 1 spend(s)"
     page.el("#synthetic-download").click()
     page.until(lambda: (page.d.downloads / "people-synthetic.csv").is_file())
     assert len((page.d.downloads / "people-synthetic.csv").read_text().splitlines()) == 201

@@ -192,7 +192,10 @@ class Service:
         return out
 
     def budget_json(self, analyst_id: str) -> dict[str, Any]:
-        return {name: budget_json(self.state.ledger(analyst_id, name))
+        """Each dataset's budget, with the synthetic data released from it (when and at what cost)."""
+        synthetic = {r["dataset"]: {"created": r["created"], "guarantee": r["guarantee"]}
+                     for r in self.state.results(analyst_id, "synthetic")}
+        return {name: {**budget_json(self.state.ledger(analyst_id, name)), "synthetic": synthetic.get(name)}
                 for name in self.state.datasets_for(analyst_id)}
 
     # -- preview and release -------------------------------------------------------------
