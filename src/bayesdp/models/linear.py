@@ -128,25 +128,26 @@ class LinearRegression(PrivateMixin, RegressorMixin, BaseEstimator):
     def coef_interval(self, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
         """(1 − α) intervals for the least-squares fit of the clipped rows: (lower, upper) arrays.
 
-        The target is this table's ordinary least squares θ = A⁻¹b (coef_, then intercept_, last),
-        not a population parameter: the only randomness is the added noise. For that θ,
-        Âθ − b̂ = Eθ − e is Gaussian with covariance Σ(θ) = σ_b²I + σ_A²(‖θ‖²I + θθᵀ − diag θ²)
-        ⪯ (σ_b² + 2σ_A²‖θ‖²)I, so θ lies with probability 1 − α in
-        D = {θ : ‖Âθ − b̂‖² ≤ χ²_p(1 − α)·(σ_b² + 2σ_A²‖θ‖²)}, a test-inversion set (Casella &
-        Berger 2002, Thm 9.2.2) over the whole vector; each interval is D's projection, so all
-        hold at once. D is an ellipsoid when ÂᵀÂ ≻ 2χ²σ_A²I, else unbounded, and then every
-        interval is (−inf, inf): where the noise on XᵀX hides its smallest eigenvalue, near-collinear
-        tables with any coefficients are consistent with the release, and no interval of finite
-        width can keep its coverage (Gleser & Hwang 1987, Thm 1). Each interval is widened to
-        contain the released estimate. Post-processing: no further budget. The discrete Gaussian
-        on its grid (2⁻²⁰ of the sensitivity) is treated as Gaussian.
+        The target is this table's ordinary least squares θ = A⁻¹b on the [-1, 1] scale, mapped to
+        coef_ (and intercept_, last), not a population parameter: the only randomness is the added
+        noise. For that θ, Âθ − b̂ = Eθ − e is Gaussian with covariance
+        Σ(θ) = σ_b²I + σ_A²(‖θ‖²I + θθᵀ − diag θ²) ⪯ (σ_b² + 2σ_A²‖θ‖²)I, so with probability 1 − α
+        θ lies in {θ : (Âθ − b̂)ᵀΣ(θ)⁻¹(Âθ − b̂) ≤ χ²_p(1 − α)} (test inversion: Casella & Berger
+        2002, Thm 9.2.2) and in D = {θ : ‖Âθ − b̂‖² ≤ χ²_p(1 − α)·(σ_b² + 2σ_A²‖θ‖²)}, which holds
+        it. Each interval is D's projection, so all hold at once. D is an ellipsoid when
+        ÂᵀÂ ≻ 2χ²σ_A²I, else unbounded, and then every interval is (−inf, inf): where the noise on
+        XᵀX hides its smallest eigenvalue, near-collinear tables with any coefficients are
+        consistent with the release, and intervals that are always finite cannot keep their
+        coverage on every table (Gleser & Hwang 1987). Each interval is widened to contain the
+        released estimate. Post-processing: no further budget. The discrete Gaussian on its grid
+        (2⁻²⁰ of the sensitivity) is treated as Gaussian.
         """
         fitted(self, np.zeros((1, self.n_features_in_)))
         s = self._stats
         a = check_open_unit("alpha", alpha)
-        lower, upper = _ellipsoid_projection(s.gram, s.xy, s.sigma_xx, s.sigma_xy, s.t, a) + s.offset
+        lower, upper = _ellipsoid_projection(s.gram, s.xy, s.sigma_xx, s.sigma_xy, s.t, a)
         estimate = np.append(self.coef_, self.intercept_) if self.fit_intercept else self.coef_
-        return np.minimum(lower, estimate), np.maximum(upper, estimate)
+        return np.minimum(lower + s.offset, estimate), np.maximum(upper + s.offset, estimate)
 
 
 def _ellipsoid_projection(
@@ -155,16 +156,17 @@ def _ellipsoid_projection(
     """Bounds of t·θ over D = {θ : ‖Âθ − b̂‖² ≤ c(σ_b² + 2σ_A²‖θ‖²)}, c = χ²_p(1 − α).
 
     Expanded, D = {θ : (θ − m)ᵀM(θ − m) ≤ k} with M = ÂᵀÂ − 2cσ_A²I, m = M⁻¹Âᵀb̂ and
-    k = cσ_b² + mᵀMm − ‖b̂‖²; the range of a row tᵢ over it is tᵢm ± √(k·tᵢM⁻¹tᵢᵀ) (Boyd &
-    Vandenberghe 2004, §8.4.1). Unbounded (±inf) unless M is positive definite.
+    k = cσ_b² + mᵀMm − ‖b̂‖²; the range of a row tᵢ over it is tᵢm ± √(k·tᵢM⁻¹tᵢᵀ) (Cauchy–Schwarz
+    in the inner product of M). Unbounded (±inf) unless M is positive definite.
     """
     p = xy.size
     c = float(chi2.ppf(1 - alpha, p))
     m_mat = gram.T @ gram - 2 * c * sigma_a**2 * np.eye(p)
-    inf = np.full(t.shape[0], np.inf)
-    if np.linalg.eigvalsh(m_mat)[0] <= 0:
+    try:
+        chol = np.linalg.cholesky(m_mat)
+    except np.linalg.LinAlgError:  # M is not positive definite: D is unbounded
+        inf = np.full(t.shape[0], np.inf)
         return -inf, inf
-    chol = np.linalg.cholesky(m_mat)
     centre = cho_solve((chol, True), gram.T @ xy)
     k = max(c * sigma_b**2 + centre @ m_mat @ centre - xy @ xy, 0.0)
     half = np.sqrt(k * np.einsum("ij,ji->i", t, cho_solve((chol, True), t.T)))
