@@ -55,8 +55,8 @@ def test_intervals_cover_the_tables_least_squares_fit() -> None:
     """Each table, 200 fits at each of ε = 0.1, 1, 4, 16: each coefficient's 95% interval holds
     the OLS value in >= 85% of fits. The intervals hold all at once with probability >= 0.95
     (test inversion), so misses of one coefficient are at most Binomial(200, 0.05): more than 30
-    has probability 2.5e-8, under 1e-6 over the 108 assertions. Normal intervals covered 72-74% on
-    the collinear design at ε = 0.1 and 66-68% at ε = 1 and 4.
+    has probability 2.5e-8, 9e-7 over the 36 (3 tables, 4 ε, 3 coefficients). Normal intervals
+    covered 72-74% on the collinear design at ε = 0.1 and 66-69% at ε = 1 and 4.
     """
     for case in CASES:
         for epsilon in (0.1, 1.0, 4.0, 16.0):
