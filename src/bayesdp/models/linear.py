@@ -42,7 +42,8 @@ class LinearRegression(PrivateMixin, RegressorMixin, BaseEstimator):
     (sensitivity d+1), the upper triangle of XᵀX (L2 sensitivity d+1) and Xᵀy (√(d+1)).
     The ridge is λ = max(0, σ_XX·√(p·ln(2p²/ρ)) − λ̃_min) with λ̃_min = max(λ̂_min − σ_λ√ln(6/δ), 0),
     p = d + 1, as in Alg. 2 with bayesdp's calibrated σ in place of √ln(6/δ)/(ε/3)·‖X‖².
-    `coef_interval` gives exact intervals for the table's least-squares coefficients (see there).
+    `coef_interval` gives intervals that hold the table's least-squares coefficients with probability
+    at least 1 − α whatever the table, unbounded where the noise hides the design (see there).
     """
 
     def __init__(
