@@ -96,6 +96,17 @@ class Filter(ABC):
         """The largest next spend the filter admits after `spends`."""
         return self.remaining_of(self.sums(spends))
 
+    @property
+    def nothing(self) -> Sums:
+        """The sums before any spend."""
+        return (0.0,) * self.width
+
+    def nothing_spent(self) -> Guarantee:
+        """The total before any spend: zero, under this filter."""
+        b = self.budget
+        return Guarantee(0.0, delta=0.0, relation=b.relation, unit=b.unit, dependence=b.dependence,
+                         bound=f"under the {self.title}")
+
     def _bounded(self, g: Guarantee, detail: str = "") -> Guarantee:
         b = self.budget
         return replace(g, relation=b.relation, unit=b.unit, dependence=b.dependence,

@@ -467,11 +467,7 @@ class Ledger:
         rule = self.filter
         with self._connect() as conn:
             kept = self._totals(conn, rule)
-        if not kept.through:
-            b = self.budget
-            return Guarantee(0.0, delta=0.0, relation=b.relation, unit=b.unit,
-                             dependence=b.dependence, bound=f"under the {rule.title}")
-        return rule.total_of(kept.rounded())
+        return rule.total_of(kept.rounded()) if kept.through else rule.nothing_spent()
 
     def history(self) -> list[Spend]:
         """Every spend in the order recorded."""
