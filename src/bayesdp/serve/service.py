@@ -35,6 +35,7 @@ from bayesdp.expressions import RowExpression, fold, resolve_column, row_express
 from bayesdp.holdout import ReusableHoldout, table_means
 from bayesdp.jsonable import frame_json, guarantee_json
 from bayesdp.privacy import Ledger, Spend
+from bayesdp.privacy.filters import Filter, filter_for
 from bayesdp.serve import limits, timing
 from bayesdp.serve.caught import caught
 from bayesdp.serve.config import Config, Dataset, Holdout
@@ -64,7 +65,12 @@ class AuditedLedger:
         return record
 
 
-def budget_json(ledger: Ledger) -> dict[str, Any]:
+def budget_json(ledger: Ledger | Filter) -> dict[str, Any]:
+    """A ledger's budget, spent and remaining; a Filter stands for a ledger not created yet."""
+    if isinstance(ledger, Filter):
+        return {"budget": guarantee_json(ledger.budget), "spent": guarantee_json(ledger.nothing_spent()),
+                "remaining": guarantee_json(ledger.remaining_of(ledger.nothing)),
+                "accounting": ledger.name, "releases": 0}
     return {"budget": guarantee_json(ledger.budget), "spent": guarantee_json(ledger.spent()),
             "remaining": guarantee_json(ledger.remaining()), "accounting": ledger.accounting,
             "releases": len(ledger.history())}
@@ -192,11 +198,19 @@ class Service:
         return out
 
     def budget_json(self, analyst_id: str) -> dict[str, Any]:
-        """Each dataset's budget, with the synthetic data released from it (when and at what cost)."""
+        """Read without creating a ledger: a budget nothing was spent from stays the curator's to
+        change. Each dataset's says when its synthetic data was released and at what cost."""
         synthetic = {r["dataset"]: {"created": r["created"], "guarantee": r["guarantee"]}
                      for r in self.state.results(analyst_id, "synthetic")}
-        return {name: {**budget_json(self.state.ledger(analyst_id, name)), "synthetic": synthetic.get(name)}
-                for name in self.state.datasets_for(analyst_id)}
+        out = {}
+        for name in self.state.datasets_for(analyst_id):
+            if self.state.ledger_path(analyst_id, name).exists():
+                out[name] = budget_json(self.state.ledger(analyst_id, name))
+            else:
+                b, unit = self.state.budget(analyst_id, name), self.config.datasets[name].unit
+                out[name] = budget_json(filter_for(b.accounting, b.guarantee(unit)))
+            out[name]["synthetic"] = synthetic.get(name)
+        return out
 
     # -- preview and release -------------------------------------------------------------
 
