@@ -202,3 +202,11 @@ def test_explain_says_when_the_full_table_was_measured(table, mst):
     assert "full contingency table of c0, c1, c2, c3, c4 (144 cells)" in text
     assert "beyond the kept pairs" not in text
     assert "full contingency table" not in mst.explain() and "beyond the kept pairs" in mst.explain()
+
+
+def test_explain_names_the_model_with_its_article(table, mst):
+    assert mst.explain().startswith("Synthetic rows from an MST model of 5 columns")
+    small = table.iloc[:500]
+    for method, words in (("aim", "an AIM model"), ("independent", "a model of independent columns")):
+        text = synthesize(small, 1.0, 1e-9, domain=DOMAIN, method=method, rng=rng_for_tests(26)).explain()
+        assert text.startswith(f"Synthetic rows from {words} of 5 columns"), text[:60]

@@ -34,6 +34,8 @@ MAX_BINS = 1000
 EPSILON_RANGE = (1e-12, 1e5)
 
 METHODS = ("mst", "aim", "independent")
+# Each method's model as a sentence names it, with its article ("an MST model").
+MODEL_WORDS = {"mst": "an MST model", "aim": "an AIM model", "independent": "a model of independent columns"}
 # Shares of the budget spent on privately discovering categorical domains, when any is needed.
 DISCOVERY_RHO_SHARE = 0.1
 DISCOVERY_DELTA_SHARE = 0.5
@@ -119,7 +121,7 @@ class Synthesizer:
                     "once instead of by marginals, so all dependence between the columns is kept, "
                     "up to the noise.")
         return (
-            f"Synthetic rows from a {self.method} model of {len(self.specs)} columns, fitted to "
+            f"Synthetic rows from {MODEL_WORDS[self.method]} of {len(self.specs)} columns, fitted to "
             f"{measured} (ρ = {self.rho:.4g} zCDP for the measurements). {kept}{found} Any number "
             f"of rows may be drawn at no further privacy cost; they carry no more information than "
             f"the {source}, so their count is not a sample size{lost}. "
