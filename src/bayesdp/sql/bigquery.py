@@ -38,7 +38,7 @@ from bayesdp.expressions import RowExpression, row_expression
 from bayesdp.noise import Rng, resolve_rng
 from bayesdp.privacy import Guarantee, compose
 from bayesdp.tables.aggregates import Aggregate, Clipped, check_bounds
-from bayesdp.tables.per_unit import ROWS, UnitCount, UnitMean, UnitSum, per_unit
+from bayesdp.tables.per_unit import ROWS, UnitCount, UnitMean, UnitSum, fresh_prefix, per_unit
 from bayesdp.tables.query import Ledger
 
 # Logarithmic bins on each side of zero: values beyond ±2^LOG_BINS count in the end bins.
@@ -132,6 +132,7 @@ def unit_query(table: tables.Table, by: tuple[str, ...], keys: Sequence[tuple[An
     rows = check_positive_int("max_rows_per_group", ROWS if max_rows is None else max_rows)
     rows_cap = rows if any(a.per_row for a in aggregates.values()) else 1
     columns = table.columns
+    prefix = fresh_prefix("bdp_v", columns)  # the per-unit columns' names: none of the table's
     values: dict[str, tuple[Any, RowExpression | None]] = {}
     per_row: dict[str, RowExpression] = {}
     built: dict[str, Aggregate] = {}
@@ -141,7 +142,7 @@ def unit_query(table: tables.Table, by: tuple[str, ...], keys: Sequence[tuple[An
         if agg.kind == "units":
             built[name] = tables.count_units()
             continue
-        column = f"bdp_v{i}"
+        column = f"{prefix}{i}"
         checked = row_expression(agg.value, columns, role=name) if agg.value is not None else None
         # Checked on the schema: a text value would fail in the engine on some rows only. A
         # column's type is read there; an expression's, from the engine binding it.
