@@ -172,6 +172,32 @@ def test_a_ledger_names_its_filter_in_what_it_reports(tmp_path):
     assert "basic composition filter (Rogers, Roth, Ullman & Vadhan 2016)" in str(basic.spent())
 
 
+def test_a_ledger_says_what_share_of_its_budget_each_filter_has_used(tmp_path):
+    # The share is in the filter's own sums, which add up where ε does not (zCDP: Σρ).
+    basic = Ledger(tmp_path / "b.db", budget=Guarantee(1.0, delta=1e-6))
+    assert basic.used() == 0.0 and basic.count() == 0
+    basic.spend(Guarantee(0.25), "a")
+    assert basic.used() == 0.25
+    basic.spend(Guarantee(0.25, delta=6e-7), "b")
+    assert basic.used() == pytest.approx(0.6, rel=1e-12) and basic.count() == 2  # δ: 0.6 of it
+    zcdp = Ledger(tmp_path / "z.db", budget=Guarantee.zcdp(1.0, delta=1e-6), accounting="zcdp")
+    zcdp.spend(Guarantee.zcdp(0.3, delta=1e-6), "a")
+    assert zcdp.used() == pytest.approx(0.3, rel=1e-12)
+    assert zcdp.spent().epsilon / zcdp.budget.epsilon > 0.45  # ε would say almost half is gone
+    gdp = Ledger(tmp_path / "g.db", budget=Guarantee(1.0, delta=0.1269367375066439), accounting="gdp")
+    gdp.spend(gauss(2.0), "a")  # μ = 0.5 of a budget μ = 1: a quarter of Σμ²
+    assert gdp.used() == pytest.approx(0.25, rel=1e-9)
+    advanced = Ledger(tmp_path / "a.db", budget=Guarantee(1.0, delta=1e-6), accounting="advanced")
+    advanced.spend(Guarantee(0.1), "a")
+    assert advanced.used() == pytest.approx(0.01 / advanced.filter.variance, rel=1e-12)
+    with pytest.raises(BudgetExceeded):
+        while True:
+            advanced.spend(Guarantee(0.1), "more")
+    assert 1 - 0.01 / advanced.filter.variance < advanced.used() <= 1
+    assert advanced.count() == len(advanced.history())
+    assert filter_for("basic", Guarantee(1.0)).used_of((0.0, 1e-9, 0.0, 1.0)) == 1.0  # δ of a pure budget
+
+
 # -- an adaptive adversary, exactly ------------------------------------------------------
 
 UNIT = 0.01  # the adversary asks for ε = 0.01 or 0.02, so privacy losses are exact multiples

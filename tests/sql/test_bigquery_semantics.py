@@ -243,6 +243,7 @@ def test_a_column_named_like_an_internal_one_groups_as_any_other(panel, group):
     renamed = panel.rename(columns={"g": group})
     query = (CLAUSE + f"{group}, COUNT(*, contribution_bounds_per_group => (0, 10)) AS n, "
              "AVG(x, contribution_bounds_per_group => (0, 15)) AS a, "
-             f"PERCENTILE_CONT(x, 0.5, contribution_bounds_per_row => (0, 100)) AS p FROM panel GROUP BY {group}")
+             "PERCENTILE_CONT(x, 0.5, contribution_bounds_per_row => (0, 100)) AS p "
+             f"FROM panel GROUP BY {group}")
     release = bdp.sql(query, {"panel": renamed}, rng=bdp.rng_for_tests(3)).to_pandas()
     check(release.rename(columns={group: "g"}), bigquery(panel), ["n", "a"])

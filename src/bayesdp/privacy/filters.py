@@ -79,6 +79,11 @@ class Filter(ABC):
     def remaining_of(self, sums: Sums) -> Guarantee:
         """The largest next spend the filter admits after `sums` (for ρ and μ filters: in ρ or μ)."""
 
+    @abstractmethod
+    def used_of(self, sums: Sums) -> float:
+        """The share of the budget that `sums` uses, in [0, 1], measured by what `fits` compares
+        (Σε, Σρ, Σμ², Σε²: each filter's own sums, which add up across spends where ε may not)."""
+
     def sums(self, spends: Sequence[Guarantee]) -> Sums:
         """The charges of `spends` added up exactly, then rounded once (math.fsum)."""
         charges = [self.charge(g) for g in spends]
@@ -136,6 +141,9 @@ class BasicFilter(Filter):
         return self._bounded(Guarantee(max(0.0, b.epsilon - sums[0]),
                                        delta=max(0.0, b.delta - sums[1])))
 
+    def used_of(self, sums: Sums) -> float:
+        return max(share(sums[0], self.budget.epsilon), share(sums[1], self.budget.delta))
+
 
 class ZcdpFilter(Filter):
     """Σρ_i ≤ ρ_g: each ρ_i-zCDP spend is (α, αρ_i)-RDP at every order α, and a sum of Rényi
@@ -171,6 +179,9 @@ class ZcdpFilter(Filter):
 
     def remaining_of(self, sums: Sums) -> Guarantee:
         return self._zcdp(max(0.0, self.rho - sums[0]))
+
+    def used_of(self, sums: Sums) -> float:
+        return share(sums[0], self.rho)
 
     def _zcdp(self, rho: float) -> Guarantee:
         d = self.budget.delta
@@ -223,6 +234,9 @@ class GdpFilter(Filter):
     def remaining_of(self, sums: Sums) -> Guarantee:
         return self._gdp(math.sqrt(max(0.0, self.mu * self.mu - sums[0])))
 
+    def used_of(self, sums: Sums) -> float:
+        return share(sums[0], self.mu * self.mu)
+
     def _gdp(self, mu: float) -> Guarantee:
         d = self.budget.delta
         g = Guarantee(gdp_epsilon(mu, d), delta=d, rho=mu * mu / 2)  # μ-GDP ⇒ μ²/2-zCDP
@@ -269,11 +283,21 @@ class AdvancedFilter(Filter):
         return self._bounded(Guarantee(eps, delta=max(0.0, self.delta_share - sums[1])),
                              "the largest next spend")
 
+    def used_of(self, sums: Sums) -> float:
+        return max(share(sums[0], self.variance), share(sums[1], self.delta_share))
+
 
 FILTERS: dict[str, type[Filter]] = {
     f.name: f for f in (BasicFilter, ZcdpFilter, GdpFilter, AdvancedFilter)
 }
 ACCOUNTINGS: tuple[str, ...] = tuple(FILTERS)
+
+
+def share(used: float, capacity: float) -> float:
+    """`used` as a share of `capacity`, at most 1; of a capacity of 0, all of it once anything is used."""
+    if capacity <= 0:
+        return 1.0 if used > 0 else 0.0
+    return min(1.0, used / capacity)
 
 
 def budget_rho(b: Guarantee) -> float:

@@ -469,6 +469,18 @@ class Ledger:
             kept = self._totals(conn, rule)
         return rule.total_of(kept.rounded()) if kept.through else rule.nothing_spent()
 
+    def used(self) -> float:
+        """The share of the budget spent, in [0, 1], in the filter's own sums (`Filter.used_of`):
+        unlike ε, they add up, so spent and remaining shares make the whole budget."""
+        rule = self.filter
+        with self._connect() as conn:
+            return rule.used_of(self._totals(conn, rule).rounded())
+
+    def count(self) -> int:
+        """How many spends are recorded, without reading them."""
+        with self._connect() as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM spends").fetchone()[0])
+
     def history(self) -> list[Spend]:
         """Every spend in the order recorded."""
         with self._connect() as conn:

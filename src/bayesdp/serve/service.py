@@ -66,14 +66,16 @@ class AuditedLedger:
 
 
 def budget_json(ledger: Ledger | Filter) -> dict[str, Any]:
-    """A ledger's budget, spent and remaining; a Filter stands for a ledger not created yet."""
+    """A ledger's budget, spent (its filter's total, named in `filter`), the largest next spend,
+    the share used in the filter's own sums, and its spends counted without reading them; a
+    Filter stands for a ledger not created yet."""
     if isinstance(ledger, Filter):
         return {"budget": guarantee_json(ledger.budget), "spent": guarantee_json(ledger.nothing_spent()),
                 "remaining": guarantee_json(ledger.remaining_of(ledger.nothing)),
-                "accounting": ledger.name, "releases": 0}
+                "accounting": ledger.name, "filter": ledger.title, "used": 0.0, "releases": 0}
     return {"budget": guarantee_json(ledger.budget), "spent": guarantee_json(ledger.spent()),
             "remaining": guarantee_json(ledger.remaining()), "accounting": ledger.accounting,
-            "releases": len(ledger.history())}
+            "filter": ledger.filter.title, "used": ledger.used(), "releases": ledger.count()}
 
 
 def check_request(request: dict[str, Any]) -> None:
