@@ -69,7 +69,7 @@ spend = { bounds = [0, 10] }
 [datasets.people]
 source = "people.csv"
 privacy_unit = false
-budget = { epsilon = 3.0, delta = 1e-6 }
+budget = { epsilon = 3.0, delta = 1e-6, accounting = "zcdp" }
 synthetic = { epsilon = 1.0, delta = 1e-7, rows = 200 }
 [datasets.people.columns]
 shop = { domain = ["a", "b", "c"] }
@@ -396,7 +396,7 @@ def test_builder_filters_groups_quantile_label_and_the_preview(page: Page) -> No
     page.els("#history tbody tr")[1].find_element(By.TAG_NAME, "button").click()
     page.until(lambda: page.text("#result-title") == "Result: spending <b>of</b> flagged <img src=x>")
     assert "remaining ε=5," in page.text("#budget-text")
-    assert len(page.els("#spend-chart circle")) == 2
+    assert len(page.els("#spend-chart rect.bar")) == 2
     # The reopened release's report opens in a new tab.
     page.el("#report-button").click()
     page.until(lambda: len(page.d.window_handles) == 2)
@@ -478,11 +478,20 @@ def test_holdout_and_synthetic_data(page: Page) -> None:
     assert "200 synthetic rows" in page.text("#synthetic-text") and not page.shown("#synthetic-download")
     page.el("#synthetic-button").click()
     page.until(lambda: page.shown("#synthetic-download"))
-    assert "remaining ε=2," in page.text("#budget-text")
-    # Its spend is on the chart of what was spent, though it is not a release.
-    page.until(lambda: len(page.els("#spend-chart circle")) == 1)
+    # Its spend is on the chart of what was spent, though it is not a release. People's budget is
+    # kept by the zCDP filter: what is spent is the filter's total, not the spend's own ε = 1.
+    page.until(lambda: len(page.els("#spend-chart rect.bar")) == 1)
+    spent = page.js("return S.budget.people.spent.epsilon")
+    assert 0 < spent < 0.95  # ρ of the spend at the budget's δ = 1e-6: ε ≈ 0.904
     chart = page.el("#spend-chart svg").get_attribute("aria-label")
-    assert chart == "ε spent on people: 1 of 3 after 1 spend(s)"
+    assert chart == ("On people, 1 spend of ε 1; spent under the zCDP / Rényi filter: ε "
+                     + page.js("return num(arguments[0])", spent) + " of 3")
+    text = page.text("#budget-text")
+    assert "The zCDP / Rényi filter (Feldman & Zrnic 2021, Thm 3.1) bounds the total" in text
+    assert "ε does not add up" in text and "in 1 spend;" in text
+    left = page.js("return document.querySelectorAll('#budgets meter')[2].getAttribute('aria-label')")
+    assert left == f"Budget left on people: {round(100 - 100 * page.js('return S.budget.people.used'))}% " \
+                   "(by the zCDP / Rényi filter)"
     page.el("#synthetic-download").click()
     page.until(lambda: (page.d.downloads / "people-synthetic.csv").is_file())
     assert len((page.d.downloads / "people-synthetic.csv").read_text().splitlines()) == 201
