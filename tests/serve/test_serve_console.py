@@ -330,7 +330,9 @@ def test_builder_filters_groups_quantile_label_and_the_preview(page: Page) -> No
     page.set(last + " .q", "0.9")
     page.set("#label", "spending <b>of</b> flagged <img src=x>")
     page.until(lambda: len(page.rows("#preview")) == 3 and page.ready("builder"))
-    # The ε slider spans what remains; numbers are written for people.
+    # The ε slider spans what remains; numbers are written for people, and counted as people.
+    first = page.js("return document.querySelector('#aggregates .kind').selectedOptions[0].text")
+    assert first == "number of people"
     assert page.el("#epsilon-range").get_attribute("max") == "6"
     assert page.js("return [num(10906.3), num(389.0, 'count'), num(3249, 'count_units'), num(0.012345)]") == [
         "10,910", "389", "3,249", "0.01235"]
@@ -473,6 +475,8 @@ def test_holdout_and_synthetic_data(page: Page) -> None:
     answers = page.rows("#holdout-answers")
     assert answers[0][0] == "spend > 5" and 0 <= float(answers[0][1]) <= 1
     assert "overflows left" in page.text("#holdout-text")
+    assert "of at most ε=" in page.text("#holdout-text")
+    assert "once all 5 overflows are used" in page.text("#holdout-text")
     assert not page.shown("#synthetic-card")  # visits offers none
     page.dataset("people")
     assert "200 synthetic rows" in page.text("#synthetic-text") and not page.shown("#synthetic-download")

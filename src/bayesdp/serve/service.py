@@ -458,8 +458,9 @@ class HoldoutService:
         return {"name": self.cfg.name, "description": self.cfg.description, "columns": self.columns,
                 "threshold": self.cfg.threshold, "sigma": self.cfg.sigma, "budget": self.cfg.budget,
                 "budget_left": left, "epsilon_spent": spent, "share": self.share,
-                "guarantee": f"ε={spent:.6g} per row of the holdout (replace-one neighbours), "
-                             f"at most {self.cfg.budget * self.epsilon_per_overflow:.6g}"}
+                "guarantee": f"ε={spent:.6g} spent per row of the holdout (replace-one neighbours), of "
+                             f"at most ε={self.cfg.budget * self.epsilon_per_overflow:.6g} once all "
+                             f"{self.cfg.budget} overflows are used"}
 
     @property
     def share(self) -> int:
