@@ -521,3 +521,25 @@ def test_a_spend_reads_as_much_after_2000_spends_as_after_10(tmp_path, accountin
         assert led.remaining() == led.filter.remaining(history)
         led.close()
     assert steps[2000] <= 1.5 * steps[10], steps
+
+
+def test_a_proposal_decides_as_the_spend_would_and_records_nothing(tmp_path):
+    """`propose` reads the running sums and decides on them as `spend` does: after ε=0.9 of 1,
+    two spends of 0.05 fit together and 0.1 + 1e-9 does not; a spend the filter cannot account
+    for is refused with its reason, and the share it reports is what the spends then use."""
+    led = Ledger(tmp_path / "basic.db", budget=Guarantee(1.0), accounting="basic")
+    led.spend(Guarantee(0.9), "first")
+    above = Guarantee(0.1 + 1e-9)
+    refused = led.propose([above])
+    assert not refused.admitted and "more than is left of the budget" in refused.refused
+    with pytest.raises(BudgetExceeded):
+        led.spend(above, "too much")
+    fits = led.propose([Guarantee(0.05), Guarantee(0.05)])
+    assert (fits.admitted, fits.refused, fits.used) == (True, None, led.used())
+    led.spend(Guarantee(0.05), "a")
+    led.spend(Guarantee(0.05), "b")
+    assert led.used() == fits.used + fits.uses == 1.0 and led.count() == 3
+    gdp = Ledger(tmp_path / "gdp.db", budget=Guarantee(1.0, delta=1e-6), accounting="gdp")
+    laplace = gdp.propose([Guarantee(0.1)])
+    assert not laplace.admitted and "not allowed under the gdp filter" in laplace.refused
+    assert gdp.propose([GAUSS]).admitted and gdp.count() == 0

@@ -347,7 +347,7 @@ def test_warnings_are_caught_per_request_not_from_other_threads(
     other = threading.Thread(target=other_request)
     other.start()
     try:
-        shown = service.preview(ds, {"dataset": "visits", "spec": spec})["warnings"]
+        shown = service.preview(ds, {"dataset": "visits", "spec": spec}, "ann")["warnings"]
         _, audit = service.release(ds, {"dataset": "visits", "spec": spec}, None)  # type: ignore[arg-type]
     finally:
         stop.set()

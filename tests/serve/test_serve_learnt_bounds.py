@@ -47,7 +47,7 @@ def test_the_analyst_is_told_the_learnt_bounds_alike_on_a_neighbouring_table(ser
 
 
 def test_a_preview_does_not_pretend_to_know_the_learnt_bounds(service: Service) -> None:
-    doc = service.preview(service.config.datasets["visits"], {"sql": LEARNT.format(table="visits")})
+    doc = service.preview(service.config.datasets["visits"], {"sql": LEARNT.format(table="visits")}, "ann")
     rows = pd.DataFrame(doc["rows"], columns=doc["columns"]).set_index("aggregate")
     assert not rows["what"].str.contains(r"\(0, 1\)").any(), rows["what"]
     assert rows.loc["total", "what"].endswith("per unit of max(|low|, |high|) of them")
@@ -64,7 +64,7 @@ def test_per_unit_sql_shows_the_analysts_expressions_never_internal_columns(serv
            "max_groups_contributed = 2) shop, COUNT(*) AS n, SUM(spend * 2) AS total, "
            "STDDEV(spend, contribution_bounds_per_row => (0, 10)) AS sd FROM visits GROUP BY shop")
     ds = service.config.datasets["visits"]
-    preview = service.preview(ds, {"sql": sql})
+    preview = service.preview(ds, {"sql": sql}, "ann")
     doc, _ = service.release(ds, {"sql": sql}, None)  # type: ignore[arg-type]
     for shown in (preview, doc):
         assert "bdp_" not in json.dumps(shown), shown

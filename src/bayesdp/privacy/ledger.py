@@ -42,7 +42,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import KW_ONLY, asdict, dataclass, replace
 from fractions import Fraction
@@ -128,6 +128,38 @@ class Totals:
     def rounded(self) -> Sums:
         """Each sum rounded once to the nearest float: what math.fsum of the charges gives."""
         return tuple(float(x) for x in self.sums)  # int / int: correctly rounded
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What a ledger's filter would make of spends proposed now: whether it admits them (and
+    why not), the share of the budget used before them and the share they would add, in the
+    filter's own sums (`Filter.used_of`). Public: it reads their parameters and the sums only."""
+
+    admitted: bool
+    used: float
+    uses: float
+    refused: str | None = None
+
+    @classmethod
+    def of(cls, rule: Filter, spends: Sequence[Guarantee], kept: Totals | None = None) -> Proposal:
+        """`spends` after the sums `kept` (none: a budget nothing was spent from), decided as
+        `Ledger.spend` decides each of them, on the exact sums."""
+        kept = kept or Totals.empty(rule)
+        after, refused = kept, None
+        for g in spends:
+            try:
+                check_compatible(g, rule.budget, "this ledger's budget is a guarantee")
+                rule.check(g)
+            except InvalidParameter as exc:
+                refused = refused or str(exc)
+                continue
+            after = after.plus(rule.charge(g), after.through)
+        used = rule.used_of(kept.rounded())
+        if refused is None and not rule.fits(after.rounded()):
+            refused = (f"that is more than is left of the budget {rule.budget} under the {rule.title}; "
+                       f"the largest next spend is {rule.remaining_of(kept.rounded())}")
+        return cls(refused is None, used, rule.used_of(after.rounded()) - used, refused)
 
 
 class Ledger:
@@ -475,6 +507,12 @@ class Ledger:
         rule = self.filter
         with self._connect() as conn:
             return rule.used_of(self._totals(conn, rule).rounded())
+
+    def propose(self, spends: Sequence[Guarantee]) -> Proposal:
+        """What the filter would make of `spends` now; records nothing."""
+        rule = self.filter
+        with self._connect() as conn:
+            return Proposal.of(rule, spends, self._totals(conn, rule))
 
     def count(self) -> int:
         """How many spends are recorded, without reading them."""

@@ -240,7 +240,7 @@ def create_app(config: Config) -> Starlette:
         body = body_of(call)
         ds = service.dataset_of(body, call.analyst.id)
         call.dataset = ds.name
-        return service.preview(ds, body)
+        return service.preview(ds, body, call.analyst.id)
 
     def idempotency_key(call: Call) -> str:
         key = call.request.headers.get("idempotency-key") or call.rid

@@ -14,7 +14,7 @@ import time
 import warnings
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from bayesdp.holdout import ReusableHoldout, table_means
 from bayesdp.jsonable import frame_json, guarantee_json
 from bayesdp.privacy import Ledger, Spend
 from bayesdp.privacy.filters import Filter, filter_for
+from bayesdp.privacy.ledger import Proposal
 from bayesdp.serve import limits, timing
 from bayesdp.serve.caught import caught
 from bayesdp.serve.config import Config, Dataset, Holdout
@@ -43,7 +44,7 @@ from bayesdp.serve.schema import check_columns
 from bayesdp.serve.state import State
 from bayesdp.serve.wire import release_json
 from bayesdp.sql import Translation, public_warnings, release_translation, translate
-from bayesdp.sql.bigquery import preview
+from bayesdp.sql.bigquery import preview, spends
 from bayesdp.sql.translate import parse
 from bayesdp.synth.tabular import check_fit, fit_guarantee
 from bayesdp.tables.query import usefulness_warnings
@@ -206,13 +207,16 @@ class Service:
                      for r in self.state.results(analyst_id, "synthetic")}
         out = {}
         for name in self.state.datasets_for(analyst_id):
-            if self.state.ledger_path(analyst_id, name).exists():
-                out[name] = budget_json(self.state.ledger(analyst_id, name))
-            else:
-                b, unit = self.state.budget(analyst_id, name), self.config.datasets[name].unit
-                out[name] = budget_json(filter_for(b.accounting, b.guarantee(unit)))
+            out[name] = budget_json(self.budget(analyst_id, name))
             out[name]["synthetic"] = synthetic.get(name)
         return out
+
+    def budget(self, analyst_id: str, name: str) -> Ledger | Filter:
+        """The analyst's ledger on a dataset, or its filter while no ledger exists (none is created)."""
+        if self.state.ledger_path(analyst_id, name).exists():
+            return self.state.ledger(analyst_id, name)
+        b, unit = self.state.budget(analyst_id, name), self.config.datasets[name].unit
+        return filter_for(b.accounting, b.guarantee(unit))
 
     # -- preview and release -------------------------------------------------------------
 
@@ -290,8 +294,9 @@ class Service:
         # The metadata names the unit's column; guarantees name the unit, as a spec's do.
         return replace(t, query=replace(t.query, table=replace(t.query.table, unit_name=ds.unit_name)))
 
-    def preview(self, ds: Dataset, request: dict[str, Any]) -> dict[str, Any]:
-        """The expected error of a spec or SQL from public parameters (free: reads no data values)."""
+    def preview(self, ds: Dataset, request: dict[str, Any], analyst_id: str) -> dict[str, Any]:
+        """The expected error of a spec or SQL from public parameters (free: reads no data values),
+        and what the analyst's privacy filter would make of its spends now (`Proposal`)."""
         check_request(request)
         learn, shown = None, None
         if "sql" in request:
@@ -304,8 +309,10 @@ class Service:
         with caught() as said:  # this request's (previews read no data: their warnings are public)
             # Bounds the BigQuery clause learns are unknown until its release: its preview says so.
             df, guarantee = preview(query, learn, options, group_size=request.get("group_size"), shown=shown)
+        budget, declared = self.budget(analyst_id, ds.name), spends(query, learn, options)
+        proposal = budget.propose(declared) if isinstance(budget, Ledger) else Proposal.of(budget, declared)
         return {"dataset": ds.name, **frame_json(df),
-                "guarantee": guarantee_json(guarantee),
+                "guarantee": guarantee_json(guarantee), **asdict(proposal),
                 "warnings": [str(w.message) for w in said]}
 
     def release(self, ds: Dataset, request: dict[str, Any],

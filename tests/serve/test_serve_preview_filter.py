@@ -1,0 +1,53 @@
+"""A preview says whether the analyst's privacy filter admits its spends now and what share of the
+budget they would use: under zCDP a release's own ε says neither (ρ adds, ε does not)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from serve_helpers import add_analyst, write_service
+from starlette.testclient import TestClient
+
+from bayesdp.serve.app import create_app
+from bayesdp.serve.config import Budget, load_config
+from bayesdp.serve.state import State
+
+# Laplace noise under zCDP costs ρ = ε²/2: at ε = 0.5 far more than the budget's ρ, though ε < 1.
+LAPLACE = {"epsilon": 0.5, "noise": "laplace", "aggregates": {"n": {"kind": "count"}}}
+# Gaussian noise stated at δ = 1e-12 has ε > 1, yet its ρ is within the budget's.
+GAUSSIAN = {"epsilon": 1.3, "delta": 1e-12, "noise": "gaussian", "aggregates": {"n": {"kind": "count"}}}
+
+
+def test_the_preview_decides_by_the_filter_where_comparing_epsilon_gets_it_wrong(tmp_path: Path) -> None:
+    config_path = write_service(tmp_path)
+    token = add_analyst(config_path, "ann")
+    config = load_config(config_path)
+    state = State(config)
+    try:
+        state.set_budget("ann", "visits", Budget(1.0, 1e-6, "zcdp"))
+    finally:
+        state.close()
+    auth = {"Authorization": f"Bearer {token}"}
+    with TestClient(create_app(config)) as http:
+        def preview(spec: dict) -> dict:
+            r = http.post("/v1/preview", json={"dataset": "visits", "spec": spec}, headers=auth)
+            assert r.status_code == 200, r.text
+            return r.json()
+
+        remaining = http.get("/v1/budget", headers=auth).json()["datasets"]["visits"]["remaining"]
+        laplace, gaussian = preview(LAPLACE), preview(GAUSSIAN)
+        # What comparing ε with the largest next spend concludes, wrongly both ways:
+        assert laplace["guarantee"]["epsilon"] <= remaining["epsilon"] < gaussian["guarantee"]["epsilon"]
+        assert not laplace["admitted"] and "more than is left of the budget" in laplace["refused"]
+        assert laplace["used"] == 0 and laplace["uses"] == 1
+        assert gaussian["admitted"] and gaussian["refused"] is None and 0.5 < gaussian["uses"] < 1
+        # The previews said what the releases do, and nothing was spent by them.
+        assert http.get("/v1/budget", headers=auth).json()["datasets"]["visits"]["releases"] == 0
+        refused = http.post("/v1/releases", json={"dataset": "visits", "spec": LAPLACE}, headers=auth)
+        assert refused.status_code == 403, refused.text
+        released = http.post("/v1/releases", json={"dataset": "visits", "spec": GAUSSIAN}, headers=auth)
+        assert released.status_code == 201, released.text
+        budget = http.get("/v1/budget", headers=auth).json()["datasets"]["visits"]
+        assert budget["used"] == gaussian["uses"]
+        after = preview(GAUSSIAN)
+        assert (after["admitted"], after["used"]) == (False, budget["used"])
