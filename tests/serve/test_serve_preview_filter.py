@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from serve_helpers import add_analyst, write_service
 from starlette.testclient import TestClient
 
+from bayesdp.privacy import Guarantee, Ledger
 from bayesdp.serve.app import create_app
-from bayesdp.serve.config import Budget, load_config
+from bayesdp.serve.config import Budget, Config, load_config
 from bayesdp.serve.state import State
 
 # Laplace noise under zCDP costs ρ = ε²/2: at ε = 0.5 far more than the budget's ρ, though ε < 1.
@@ -18,16 +20,26 @@ LAPLACE = {"epsilon": 0.5, "noise": "laplace", "aggregates": {"n": {"kind": "cou
 GAUSSIAN = {"epsilon": 1.3, "delta": 1e-12, "noise": "gaussian", "aggregates": {"n": {"kind": "count"}}}
 
 
-def test_the_preview_decides_by_the_filter_where_comparing_epsilon_gets_it_wrong(tmp_path: Path) -> None:
+# BigQuery's clause learns bounds first: two spends of ε = 0.5 each, not one of ε = 1.
+LEARNT = ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6, privacy_unit_column = user, "
+          "max_groups_contributed = 2) shop, SUM(spend) AS total FROM visits GROUP BY shop")
+
+
+def _service(tmp_path: Path, budget: Budget) -> tuple[Config, dict[str, str]]:
+    """The test service with analyst ann's budget on visits, and ann's authorization header."""
     config_path = write_service(tmp_path)
     token = add_analyst(config_path, "ann")
     config = load_config(config_path)
     state = State(config)
     try:
-        state.set_budget("ann", "visits", Budget(1.0, 1e-6, "zcdp"))
+        state.set_budget("ann", "visits", budget)
     finally:
         state.close()
-    auth = {"Authorization": f"Bearer {token}"}
+    return config, {"Authorization": f"Bearer {token}"}
+
+
+def test_the_preview_decides_by_the_filter_where_comparing_epsilon_gets_it_wrong(tmp_path: Path) -> None:
+    config, auth = _service(tmp_path, Budget(1.0, 1e-6, "zcdp"))
     with TestClient(create_app(config)) as http:
         def preview(spec: dict) -> dict:
             r = http.post("/v1/preview", json={"dataset": "visits", "spec": spec}, headers=auth)
@@ -51,3 +63,19 @@ def test_the_preview_decides_by_the_filter_where_comparing_epsilon_gets_it_wrong
         assert budget["used"] == gaussian["uses"]
         after = preview(GAUSSIAN)
         assert (after["admitted"], after["used"]) == (False, budget["used"])
+
+
+def test_the_preview_weighs_each_spend_of_the_release_apart(tmp_path: Path) -> None:
+    """Under advanced composition Σε² is charged: the learnt bounds' spend and the aggregates'
+    use 0.5² + 0.5², half of what their composition (ε = 1) would; the preview says what the
+    release then uses."""
+    config, auth = _service(tmp_path, Budget(8.0, 1e-6, "advanced"))
+    with TestClient(create_app(config)) as http:
+        preview = http.post("/v1/preview", json={"sql": LEARNT}, headers=auth).json()
+        assert preview["admitted"] and preview["guarantee"]["epsilon"] == 1
+        released = http.post("/v1/releases", json={"sql": LEARNT}, headers=auth)
+        assert released.status_code == 201, released.text
+        budget = http.get("/v1/budget", headers=auth).json()["datasets"]["visits"]
+    assert budget["releases"] == 2 and budget["used"] == pytest.approx(preview["uses"], rel=1e-12)
+    assert Ledger(tmp_path / "whole.db", budget=Guarantee(8.0, delta=1e-6), accounting="advanced").propose(
+        [Guarantee(1.0)]).uses == pytest.approx(2 * preview["uses"])

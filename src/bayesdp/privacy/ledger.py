@@ -157,8 +157,8 @@ class Proposal:
             after = after.plus(rule.charge(g), after.through)
         used = rule.used_of(kept.rounded())
         if refused is None and not rule.fits(after.rounded()):
-            refused = (f"that is more than is left of the budget {rule.budget} under the {rule.title}; "
-                       f"the largest next spend is {rule.remaining_of(kept.rounded())}")
+            refused = (f"that is more than is left of the budget {rule.budget} ({rule.name} accounting); "
+                       f"remaining: {rule.remaining_of(kept.rounded())}")
         return cls(refused is None, used, rule.used_of(after.rounded()) - used, refused)
 
 
