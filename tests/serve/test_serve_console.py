@@ -467,6 +467,27 @@ def test_exhausted_budget_disables_release_and_says_so(page: Page) -> None:
     assert "req_" not in page.el("#release-error").text
 
 
+def test_under_zcdp_the_filter_not_epsilon_decides_the_release_button(page: Page) -> None:
+    """People's budget (ε=3) is kept by the zCDP filter, where Laplace noise of ε costs ρ = ε²/2:
+    ε=0.8 is far below ε=3 yet refused, and ε=0.5 takes most of what remains."""
+    page.sign_in(add_analyst(page.server.config_path, "zcdp"))
+    page.dataset("people")
+    page.set("#epsilon", "0.8")
+    page.until(lambda: "would refuse it: that is more than is left" in page.text("#builder-cost"))
+    assert page.ready("builder") and not page.el("#release-button").is_enabled()
+    page.set("#epsilon", "0.5")
+    page.until(lambda: page.ready("builder") and page.el("#release-button").is_enabled())
+    cost = page.text("#builder-cost")
+    share = round(100 * page.js("return S.cost.builder.uses"))
+    assert share >= 50 and f"That is {share}% of what remains, by the zCDP / Rényi filter." in cost
+    page.el("#release-button").click()
+    page.until(lambda: page.shown("#confirm"))
+    assert f"{share}% of what remains" in page.text("#confirm-text")
+    page.check_axe("zCDP confirmation")
+    page.el("#confirm-no").click()
+    assert page.js("return S.history.length") == 0
+
+
 def test_holdout_and_synthetic_data(page: Page) -> None:
     page.sign_in(add_analyst(page.server.config_path, "modeller"))
     page.set("#holdout-queries", "spend > 5\nshop = 'a'")
