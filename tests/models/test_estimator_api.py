@@ -133,3 +133,30 @@ def test_a_pickled_or_cloned_estimator_spends_from_the_same_ledger(tmp_path: Any
     assert restored.ledger.path == ledger.path and restored.ledger.budget == ledger.budget
     restored.fit(*xy())
     assert [s.label for s in ledger.history()] == ["fit GaussianNB"]
+
+
+@pytest.mark.parametrize(("cls", "public"), PUBLIC, ids=IDS)
+def test_fit_runs_blas_on_one_thread_and_restores_it(
+    monkeypatch: pytest.MonkeyPatch, cls: Any, public: dict[str, Any]
+) -> None:
+    """Multithreaded BLAS made fits 10x slower on a loaded 2-core machine: every fit runs on one thread."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from bayesdp.models.base import PrivateMixin
+
+    def blas_threads() -> set[int]:
+        return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+    seen: list[set[int]] = []
+    spend = PrivateMixin._spend
+
+    def recorded(self: Any, guarantee: Any) -> Any:
+        seen.append(blas_threads())
+        return spend(self, guarantee)
+
+    monkeypatch.setattr(PrivateMixin, "_spend", recorded)
+    x, y = xy()
+    with threadpool_limits(2, user_api="blas"):
+        cls(epsilon=1.0, **public).fit(x, y)
+        assert blas_threads() == {2}
+    assert seen == [{1}]

@@ -20,6 +20,7 @@ from bayesdp.models.base import (
     feature_bounds,
     fitted,
     gaussian_vector,
+    one_blas_thread,
     rho_for,
     target_bounds,
 )
@@ -65,6 +66,7 @@ class LinearRegression(PrivateMixin, RegressorMixin, BaseEstimator):
         self.ledger = ledger
         self.rng = rng
 
+    @one_blas_thread
     def fit(self, X: Any, y: Any) -> LinearRegression:
         eps, delta = check_approx(self.epsilon, self.delta)
         X, y = checked_Xy(self, X, y, reset=True, y_numeric=True)

@@ -20,6 +20,7 @@ from bayesdp.models.base import (
     gaussian_vector,
     laplace_vector,
     norm_bound,
+    one_blas_thread,
     rho_for,
     uniform,
 )
@@ -213,6 +214,7 @@ class LogisticRegression(PrivateMixin, ClassifierMixin, BaseEstimator):
         self.ledger = ledger
         self.rng = rng
 
+    @one_blas_thread
     def fit(self, X: Any, y: Any) -> LogisticRegression:
         eps = check_epsilon(self.epsilon)
         delta = check_delta("delta", self.delta)
