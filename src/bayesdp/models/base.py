@@ -181,6 +181,21 @@ def one_blas_thread(fit: Fit) -> Fit:
     return wrapper  # type: ignore[return-value]
 
 
+def spend_in(ledger: Ledger | None, guarantee: Guarantee, label: str) -> Guarantee:
+    """Spend an add/remove `guarantee` in `ledger`'s relation and return it as spent (unchanged without one).
+
+    A replace-one ledger receives the restatement (2ε, (1 + e^ε)δ), 4ρ: a replacement is a
+    removal then an addition (Dwork 2006, Remark 2.1; `Guarantee.to_relation`).
+    """
+    if ledger is None:
+        return guarantee
+    if not isinstance(ledger, Ledger):
+        raise invalid("ledger", ledger, "None or a bayesdp Ledger")
+    guarantee = guarantee.to_relation(ledger.budget.relation)
+    ledger.spend(guarantee, label)
+    return guarantee
+
+
 class PrivateMixin:
     """The spend: every estimator records its guarantee in its ledger before it keeps a fitted value."""
 
@@ -191,16 +206,10 @@ class PrivateMixin:
     def _spend(self, guarantee: Guarantee) -> tuple[Guarantee, Rng]:
         """Spend `guarantee` in the ledger's relation (BudgetExceeded leaves the estimator unfitted).
 
-        Returns the guarantee as spent and the noise source. Every estimator states add/remove
-        neighbours; a replace-one ledger receives the restatement (2ε, (1 + e^ε)δ), 4ρ (a
-        replacement is a removal then an addition: Dwork 2006, Remark 2.1, `Guarantee.to_relation`).
+        Returns the guarantee as spent (see `spend_in`) and the noise source.
         `rng=None` (the default) is a fresh CSPRNG; a seeded generator is for tests only (not private).
         """
-        if self.ledger is not None:
-            if not isinstance(self.ledger, Ledger):
-                raise invalid("ledger", self.ledger, "None or a bayesdp Ledger")
-            guarantee = guarantee.to_relation(self.ledger.budget.relation)
-            self.ledger.spend(guarantee, f"fit {type(self).__name__}")
+        guarantee = spend_in(self.ledger, guarantee, f"fit {type(self).__name__}")
         # A test generator is copied so that each fit is reproducible, like scikit-learn's random_state.
         return guarantee, resolve_rng(copy.deepcopy(self.rng))
 
