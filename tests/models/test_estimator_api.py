@@ -160,3 +160,16 @@ def test_fit_runs_blas_on_one_thread_and_restores_it(
         cls(epsilon=1.0, **public).fit(x, y)
         assert blas_threads() == {2}
     assert seen == [{1}]
+
+
+def test_output_perturbation_refuses_a_default_C_before_spending(tmp_path: Any) -> None:
+    """No public C serves every table (the one whose noise had RMS norm 1/2 predicted Adult's
+    majority class at ε = 1): method="output" asks for C, and nothing is spent."""
+    x, y = xy()
+    ledger = bdp.Ledger(tmp_path / "budget.db", budget=bdp.Guarantee(1.0, delta=1e-5))
+    est = LogisticRegression(method="output", data_norm=2.0, classes=[0, 1], ledger=ledger)
+    with pytest.raises(InvalidParameter, match=r"C=None is not allowed.*method='output'"):
+        est.fit(x, y)
+    assert ledger.history() == []
+    est.set_params(C=0.5).fit(x, y)
+    assert est.C_ == 0.5 and ledger.history()[-1].guarantee == est.guarantee
