@@ -173,3 +173,16 @@ def test_output_perturbation_refuses_a_default_C_before_spending(tmp_path: Any) 
     assert ledger.history() == []
     est.set_params(C=0.5).fit(x, y)
     assert est.C_ == 0.5 and ledger.history()[-1].guarantee == est.guarantee
+
+
+def test_coef_interval_after_a_frame_fit_warns_nothing() -> None:
+    """coef_interval reads no rows: fitted on a DataFrame, it must not warn about feature names."""
+    pd = pytest.importorskip("pandas")
+    x, _ = xy()
+    frame = pd.DataFrame(x, columns=["a", "b", "c"])
+    model = LinearRegression(epsilon=1.0, bounds_X=(0, 1), bounds_y=(0, 1), rng=bdp.rng_for_tests(1))
+    model.fit(frame, x[:, 0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lower, upper = model.coef_interval()
+    assert lower.shape == upper.shape == (4,)

@@ -10,6 +10,7 @@ import numpy as np
 from scipy.linalg import cho_solve
 from scipy.stats import chi2
 from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils.validation import check_is_fitted
 
 from bayesdp.errors import DataError, check_open_unit
 from bayesdp.models.base import (
@@ -145,7 +146,7 @@ class LinearRegression(PrivateMixin, RegressorMixin, BaseEstimator):
         released estimate. Post-processing: no further budget. The discrete Gaussian on its grid
         (2⁻²⁰ of the sensitivity) is treated as Gaussian.
         """
-        fitted(self, np.zeros((1, self.n_features_in_)))
+        check_is_fitted(self, "guarantee_")  # no rows to validate: a frame's feature names stay unchecked
         s = self._stats
         a = check_open_unit("alpha", alpha)
         lower, upper = _ellipsoid_projection(s.gram, s.xy, s.sigma_xx, s.sigma_xy, s.t, a)
