@@ -168,8 +168,8 @@ def one_blas_thread(fit: Fit) -> Fit:
 
     The fits' products (XᵀX, a Newton step's Hessian, distances to centres) are a few to a few
     hundred million flops. On a shared 2-core machine (load average 12) OpenBLAS's second thread
-    made them 8 to 100 times slower, not faster: Adult's 21,700 x 35 Gram matrix took 163 ms on
-    two threads and 1.3 ms on one, a logistic regression's fit 2.9 s against 0.29 s (medians
+    made them 7 to 125 times slower, not faster: a 21,700 x 35 Gram matrix took 163 ms on two
+    threads and 1.3 ms on one, a logistic regression's fit 2.9 s against 0.29 s (medians
     of 12). On an idle machine one thread gives up at most the cores' factor on large products.
     """
 
