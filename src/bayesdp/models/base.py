@@ -1,4 +1,4 @@
-"""What every private estimator shares: input checks, public bounds, clipping, vector noise, the spend.
+"""What every private estimator shares: input checks, public bounds, clipping, noise, the spend, BLAS threads.
 
 Vector releases go through bayesdp's mechanisms. A mechanism rounds each coordinate to its grid g
 before adding integer noise, so a d-vector whose L1 (L2) norm moves by at most Δ moves by at
@@ -9,11 +9,10 @@ calibrate the mechanism to a sensitivity S >= Δ + d·g (Δ + √d·g) and check
 from __future__ import annotations
 
 import copy
-import functools
 import math
 import warnings
 from collections.abc import Callable
-from functools import lru_cache
+from functools import lru_cache, wraps
 from typing import Any, TypeVar
 
 import numpy as np
@@ -173,7 +172,7 @@ def one_blas_thread(fit: Fit) -> Fit:
     of 12). On an idle machine one thread gives up at most the cores' factor on large products.
     """
 
-    @functools.wraps(fit)
+    @wraps(fit)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         with _threadpools().limit(limits=1, user_api="blas"):
             return fit(*args, **kwargs)
