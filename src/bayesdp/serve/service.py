@@ -225,13 +225,14 @@ class Service:
                      for c in (by if isinstance(by, list) else [by])]
             spec["group_by"] = names if isinstance(by, list) else names[0]
         for name, item in spec["aggregates"].items():
-            # A column, an expression or a share's condition reads the public columns only.
-            for key in ("column", "condition"):
-                text = item.get(key) if isinstance(item, dict) else None
-                if isinstance(text, str) and text.isidentifier():
+            # Every text argument but the kind (a column, an expression, a share's condition, a
+            # count's indicator, and any a new kind takes) reads the public columns only.
+            for key, text in item.items() if isinstance(item, dict) else ():
+                if key == "kind" or not isinstance(text, str):
+                    continue
+                if text.isidentifier():
                     self._public_column(text, public, f"aggregates.{name}.{key}")
-                if text is not None:
-                    row_expression(text, public, role=f"aggregates.{name}.{key}")
+                row_expression(text, public, role=f"aggregates.{name}.{key}")
         where = spec.get("where", [])
         where = [where] if isinstance(where, str) else where
         if not isinstance(where, list) or not all(isinstance(w, str) for w in where):
