@@ -51,6 +51,7 @@ def apply_joins(tree: exp.Select, joins: list[exp.Join], table: tables.Table, al
             before = list(table.columns)
             pairs = _pairs(join, before, other_cols, aliases, mine, refuse)
             if right_meta is not None and right_meta.public:
+                _off_unit(join, pairs, before, table.privacy_unit, mine, refuse)
                 table = table.join_public(source, dict(pairs), how=how)
             else:
                 # The metadata's max_rows_per_key serves joins off the unit; on the unit, each
@@ -107,6 +108,23 @@ def _shared_unit(right: exp.Table, right_meta: TableMetadata | None, table: tabl
     raise refuse(f"JOIN reads {right.name!r}, which the metadata marks neither public "
                  f"(public = true) nor of the query's privacy unit {unit!r} (privacy_unit = "
                  f"{unit!r}): a release joins only public tables and tables of the same unit", right)
+
+
+def _off_unit(join: exp.Join, pairs: list[tuple[str, str]], left: list[str], unit: str | None,
+              mine: set[str], refuse: Refuse) -> None:
+    """Refuse a public table joined on the privacy unit: its columns would be functions of the
+    unit, which WHERE, GROUP BY or an aggregate could then read under another name."""
+    if unit is None:
+        return
+    for a, _ in pairs:
+        if resolve_column(a, left, "ON") == unit:
+            # The left table's column (in ON; USING names both sides at once).
+            culprit = next((n for n in join.find_all(exp.Column, exp.Identifier)
+                            if fold(n.name) == fold(a) and span(n)[0] is not None and not (
+                                isinstance(n, exp.Column) and n.table.lower() in mine)), join)
+            raise refuse(f"JOIN on the privacy unit {unit!r} with a public table would read the "
+                         "privacy unit through the public table's columns: join on other columns",
+                         culprit)
 
 
 def _pairs(join: exp.Join, left: list[str], right: list[str], aliases: set[str], mine: set[str],
