@@ -88,6 +88,26 @@ def check_request(request: dict[str, Any]) -> None:
             check_finite(key, request[key])
 
 
+def _ident(column: str) -> str:
+    return '"' + column.replace('"', '""') + '"'
+
+
+def _cut(column: str, chars: int) -> str:
+    """The column's text cut to `chars` characters, under its own name."""
+    return f"left({_ident(column)}, {chars}) AS {_ident(column)}"
+
+
+def _warn_cut(rel: duckdb.DuckDBPyRelation, texts: list[str], chars: int, key: str) -> None:
+    """Tell the curator how many text values were cut to `chars` characters (exact: curator only)."""
+    if not texts:
+        return
+    counts = rel.aggregate(", ".join(f"count(*) FILTER (length({_ident(c)}) = {chars})" for c in texts))
+    cut = [f"{int(k):,} of {c!r}" for c, k in zip(texts, counts.fetchall()[0], strict=True) if k]
+    if cut:
+        warnings.warn(f"curator only: {key}: text values of {chars:,} characters or more were cut to "
+                      f"{chars:,} (limits.max_text_chars): {', '.join(cut)}", CuratorWarning, stacklevel=3)
+
+
 def _table_name(kind: str, name: str) -> str:
     return '"' + f"{kind}_{name}".replace('"', '""') + '"'
 
@@ -127,10 +147,12 @@ class Service:
               unit: str | None = None) -> list[str]:
         """Copy a source's columns `keep` (None: all) into the service's database; returns them.
         Rows with a null `unit` belong to nobody: dropped here, once, and told to the curator,
-        so that no request can observe them."""
+        so that no request can observe them. A private table's text is cut to
+        `limits.max_text_chars`: the work of an expression on a row, and so a request's time,
+        can grow with a row's text only that far."""
         rel = engine_for(path, self.db).relation
         if unit is not None:
-            quoted = '"' + unit.replace('"', '""') + '"'
+            quoted = _ident(unit)
             nobody = int(rel.aggregate(f"count(*) - count({quoted})").fetchall()[0][0])
             if nobody:
                 warnings.warn(f"curator only: {key}: {nobody:,} rows with a null privacy unit "
@@ -141,8 +163,12 @@ class Service:
         if missing:
             raise invalid(f"{key} columns", missing, f"columns of {path.name} ({available})")
         cols = keep or available
-        select = ", ".join('"' + c.replace('"', '""') + '"' for c in cols)
+        chars = self.config.limits.max_text_chars
+        texts = [c for c, t in zip(rel.columns, rel.types, strict=True)
+                 if t == "VARCHAR" and c in cols and kind != "pub"]
+        select = ", ".join(_cut(c, chars) if c in texts else _ident(c) for c in cols)
         self.db.execute(f"CREATE TABLE {_table_name(kind, name)} AS SELECT {select} FROM ({rel.sql_query()})")
+        _warn_cut(self.relation(kind, name), texts, chars, key)
         self._columns[f"{kind}_{name}"] = cols
         return cols
 
