@@ -42,7 +42,7 @@ from bayesdp.serve.schema import check_columns, check_sized
 from bayesdp.serve.state import State
 from bayesdp.serve.wire import release_json
 from bayesdp.sql import Translation, public_warnings, release_translation, translate
-from bayesdp.sql.bigquery import preview
+from bayesdp.sql.bigquery import Learn, preview, spends
 from bayesdp.sql.translate import parse
 from bayesdp.synth.tabular import check_fit, fit_guarantee
 from bayesdp.tables.query import usefulness_warnings
@@ -334,7 +334,7 @@ class Service:
                 joined = tuple(j.sql() for j in parse(t.text)[0].args.get("joins") or ())
                 release = self.timed(ds, query, options, ledger, "sql", lambda q, led: release_translation(
                     replace(t, query=q), ledger=led), joined, lambda: self._translate(
-                        ds, t.text, request, timing.calibration_name(ds.name)).query)
+                        ds, t.text, request, timing.calibration_name(ds.name)).query, t.learn)
             else:
                 query, asked, options = self.query(ds, request.get("spec"))
                 if "epsilon" not in options:
@@ -352,11 +352,13 @@ class Service:
 
     def timed(self, ds: Dataset, query: tables.Query, options: dict[str, Any], ledger: AuditedLedger,
               kind: str, run: Callable[[tables.Query, Any], tables.Release], joined: tuple[str, ...] = (),
-              made_up: Callable[[], tables.Query] | None = None) -> tables.Release:
+              made_up: Callable[[], tables.Query] | None = None, learn: Learn | None = None
+              ) -> tables.Release:
         """`run(query, ledger)` answered at the deadline of its public shape and cost on `ds`
         (`joined`, `made_up`: a query joining public tables, as `timing.Releases.deadline`);
-        cut off there, it spends the plan's guarantee (unless it had) and raises DeadlinePassed."""
-        declared = query.plan(**{k: v for k, v in options.items() if k != "alpha"}).guarantee
+        cut off there, it spends what the release declared and had not spent yet (`learn`: the
+        SQL's bounds to learn, spent first) and raises DeadlinePassed."""
+        declared = spends(query, learn, options)
         deadlines = self.deadlines.get(ds.name)
         seconds = None if deadlines is None else deadlines.deadline(
             query, options, lambda q: run(q, None), kind, joined, made_up if joined else None)

@@ -240,8 +240,7 @@ def preview(query: tables.Query, learn: Learn | None, options: dict[str, Any], *
     (`per_bound`); an AVG's, STDDEV's or PERCENTILE_CONT's are unknown (NaN). One row per learnt
     aggregate states the ε its bounds take. `learnt` is True on the rows of learnt aggregates."""
     if learn is None:
-        return (query.preview(**options, group_size=group_size),
-                query.plan(**{k: v for k, v in options.items() if k != "alpha"}).guarantee)
+        return query.preview(**options, group_size=group_size), spends(query, None, options)[0]
     eps_bounds, rest = _split(learn, options)
     df = query.preview(**rest, group_size=group_size)
     learnt = df["aggregate"].isin(list(learn.columns))
@@ -257,9 +256,19 @@ def preview(query: tables.Query, learn: Learn | None, options: dict[str, Any], *
                           f"a noisy histogram over {len(EDGES) - 1} logarithmic bins",
                           "epsilon": step.epsilon, "learnt": True, "per_bound": False}
                          for name, step in bounds.steps.items()])
-    plan = query.plan(**{k: v for k, v in rest.items() if k != "alpha"})
-    return (pd.concat([df, rows], ignore_index=True),
-            compose([bounds.guarantee, plan.guarantee], "basic"))
+    return pd.concat([df, rows], ignore_index=True), compose(spends(query, learn, options), "basic")
+
+
+def spends(query: tables.Query, learn: Learn | None, options: dict[str, Any]) -> list[Guarantee]:
+    """The guarantees a release of `query` spends, in the order it spends them: the learnt
+    bounds' histogram (with `learn`), then the aggregates (their guarantee does not depend on
+    the bounds they get). Public: read from the plans alone."""
+    plain = {k: v for k, v in options.items() if k != "alpha"}
+    if learn is None:
+        return [query.plan(**plain).guarantee]
+    eps_bounds, rest = _split(learn, plain)
+    bounds = _bounds_query(query, learn).plan(eps_bounds, max_rows_per_group=learn.max_rows)
+    return [bounds.guarantee, query.plan(**rest).guarantee]
 
 
 def approximate_bounds(counts: np.ndarray, scale: float, false_bin: float = FALSE_BIN) -> tuple[float, float]:
@@ -273,4 +282,4 @@ def approximate_bounds(counts: np.ndarray, scale: float, false_bin: float = FALS
 
 
 __all__ = ["EDGES", "Learn", "Make", "UnitAggregate", "approximate_bounds", "bounds_warning", "learn_bounds",
-           "preview", "unit_query"]
+           "preview", "spends", "unit_query"]
