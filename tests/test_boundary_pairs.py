@@ -273,7 +273,7 @@ PATHS: dict[str, Callable[[Service, str, str, str, str], tuple[Any, ...]]] = {
         svc, name, _spec({"a": _aggregate(kind, "x", "x > 0.5")}, [c])),
     "sql": lambda svc, name, kind, v, c: _release(svc, name, _sql(name, [v], c)),
     "sql join": lambda svc, name, kind, v, c: _release(svc, name, _sql(
-        name, [v, f"w * ({v})"], f"({c}) OR w > 1", join=JOINED)),
+        name, [f"w * ({v})"], f"({c}) OR w > 1", join=JOINED)),
     "holdout": lambda svc, name, kind, v, c: _means(svc, name, [v, c]),
 }
 
