@@ -47,6 +47,7 @@ timing = { pad = false }
 source = "visits.csv"
 privacy_unit = "user"
 unit_name = "person"
+unit_plural = "people"
 description = "Shop visits"
 max_groups_per_unit = 4
 max_rows_per_group = 2
@@ -336,7 +337,7 @@ def test_builder_filters_groups_quantile_label_and_the_preview(page: Page) -> No
     preview = page.rows("#preview")
     # A quantile's error is in quantile levels: shown as such, not in dollars.
     assert preview[2][0] == "q90_spend" and "percentiles" in preview[2][2]
-    assert preview[0][2].startswith("±") and "." not in preview[0][2]  # a count's error in whole persons
+    assert preview[0][2].startswith("±") and "." not in preview[0][2]  # a count's error in whole people
     cost = page.text("#builder-cost")
     assert "spends ε=0.5 per person" in cost and "% of what remains" in cost
 
@@ -383,7 +384,7 @@ def test_builder_filters_groups_quantile_label_and_the_preview(page: Page) -> No
     rid = page.js("return S.doc.id")
     page.until(lambda: all((page.d.downloads / f"{rid}.{ext}").is_file() for ext in ("json", "csv")))
     assert json.loads((page.d.downloads / f"{rid}.json").read_text())["id"] == rid
-    assert (page.d.downloads / f"{rid}.csv").read_text().startswith("shop,day,persons,persons_low")
+    assert (page.d.downloads / f"{rid}.csv").read_text().startswith("shop,day,people,people_low")
 
     # History: time, label, query; reopening shows the result again.
     page.set("#label", "")
@@ -478,6 +479,10 @@ def test_holdout_and_synthetic_data(page: Page) -> None:
     page.el("#synthetic-button").click()
     page.until(lambda: page.shown("#synthetic-download"))
     assert "remaining ε=2," in page.text("#budget-text")
+    # Its spend is on the chart of what was spent, though it is not a release.
+    page.until(lambda: len(page.els("#spend-chart circle")) == 1)
+    chart = page.el("#spend-chart svg").get_attribute("aria-label")
+    assert chart == "ε spent on people: 1 of 3 after 1 spend(s)"
     page.el("#synthetic-download").click()
     page.until(lambda: (page.d.downloads / "people-synthetic.csv").is_file())
     assert len((page.d.downloads / "people-synthetic.csv").read_text().splitlines()) == 201

@@ -46,11 +46,13 @@ def demo_config(directory: str | Path | None = None) -> Config:
         "rate_per_minute": 600,
         "datasets": {
             "hie": {"source": "hie.csv", "privacy_unit": "zper", "unit_name": "person",
+                    "unit_plural": "people",
                     "description": "RAND Health Insurance Experiment: 20,190 person-years of 5,912 "
                                    "people randomized to coinsurance rates (coins, %) from 0 to 100",
                     "columns": columns, "max_groups_per_unit": 1, "max_rows_per_group": 5,
                     "budget": {"epsilon": 3.0, "delta": 1e-6}},
             "hie_persons": {"source": "persons.csv", "privacy_unit": False, "unit_name": "person",
+                            "unit_plural": "people",
                             "description": "The same study, one row per person (first year observed)",
                             "columns": person_columns, "budget": {"epsilon": 3.0, "delta": 1e-6},
                             "synthetic": {"epsilon": 1.0, "delta": 1e-7, "rows": 5000}},

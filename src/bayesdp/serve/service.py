@@ -35,6 +35,7 @@ from bayesdp.expressions import RowExpression, fold, resolve_column, row_express
 from bayesdp.holdout import ReusableHoldout, table_means
 from bayesdp.jsonable import frame_json, guarantee_json
 from bayesdp.privacy import Ledger, Spend
+from bayesdp.privacy.filters import Filter, filter_for
 from bayesdp.serve import limits, timing
 from bayesdp.serve.caught import caught
 from bayesdp.serve.config import Config, Dataset, Holdout
@@ -64,7 +65,12 @@ class AuditedLedger:
         return record
 
 
-def budget_json(ledger: Ledger) -> dict[str, Any]:
+def budget_json(ledger: Ledger | Filter) -> dict[str, Any]:
+    """A ledger's budget, spent and remaining; a Filter stands for a ledger not created yet."""
+    if isinstance(ledger, Filter):
+        return {"budget": guarantee_json(ledger.budget), "spent": guarantee_json(ledger.nothing_spent()),
+                "remaining": guarantee_json(ledger.remaining_of(ledger.nothing)),
+                "accounting": ledger.name, "releases": 0}
     return {"budget": guarantee_json(ledger.budget), "spent": guarantee_json(ledger.spent()),
             "remaining": guarantee_json(ledger.remaining()), "accounting": ledger.accounting,
             "releases": len(ledger.history())}
@@ -210,7 +216,7 @@ class Service:
             b = self.state.budget(analyst_id, ds.name)
             out.append({
                 "name": ds.name, "description": ds.description, "privacy_unit": ds.privacy_unit,
-                "unit_name": ds.unit_name,
+                "unit_name": ds.unit_name, "unit_plural": ds.unit_plural,
                 "columns": [{"name": c.name, "bounds": c.bounds, "domain": c.domain,
                              "description": c.description} for c in ds.columns.values()],
                 "options": ds.options,
@@ -221,8 +227,19 @@ class Service:
         return out
 
     def budget_json(self, analyst_id: str) -> dict[str, Any]:
-        return {name: budget_json(self.state.ledger(analyst_id, name))
-                for name in self.state.datasets_for(analyst_id)}
+        """Read without creating a ledger: a budget nothing was spent from stays the curator's to
+        change. Each dataset's says when its synthetic data was released and at what cost."""
+        synthetic = {r["dataset"]: {"created": r["created"], "guarantee": r["guarantee"]}
+                     for r in self.state.results(analyst_id, "synthetic")}
+        out = {}
+        for name in self.state.datasets_for(analyst_id):
+            if self.state.ledger_path(analyst_id, name).exists():
+                out[name] = budget_json(self.state.ledger(analyst_id, name))
+            else:
+                b, unit = self.state.budget(analyst_id, name), self.config.datasets[name].unit
+                out[name] = budget_json(filter_for(b.accounting, b.guarantee(unit)))
+            out[name]["synthetic"] = synthetic.get(name)
+        return out
 
     # -- preview and release -------------------------------------------------------------
 
@@ -304,17 +321,17 @@ class Service:
     def preview(self, ds: Dataset, request: dict[str, Any]) -> dict[str, Any]:
         """The expected error of a spec or SQL from public parameters (free: reads no data values)."""
         check_request(request)
-        learn = None
+        learn, shown = None, None
         if "sql" in request:
             t = self.translation(ds, request)
-            query, options, learn = t.query, t.options, t.learn
+            query, options, learn, shown = t.query, t.options, t.learn, t.shown
         else:
             query, _, options = self.query(ds, request.get("spec"))
         if "epsilon" not in options:
             raise InvalidParameter("epsilon is missing: give it in the spec")
         with caught() as said:  # this request's (previews read no data: their warnings are public)
             # Bounds the BigQuery clause learns are unknown until its release: its preview says so.
-            df, guarantee = preview(query, learn, options, group_size=request.get("group_size"))
+            df, guarantee = preview(query, learn, options, group_size=request.get("group_size"), shown=shown)
         return {"dataset": ds.name, **frame_json(df),
                 "guarantee": guarantee_json(guarantee),
                 "warnings": [str(w.message) for w in said]}
