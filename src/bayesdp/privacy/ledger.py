@@ -368,9 +368,12 @@ class Ledger:
             after = kept.plus(rule.charge(g), kept.through)
             record = Spend(label, time=time.time(), guarantee=g, bound=rule.title)
             if not rule.fits(after.rounded()):
+                # a pure-ε budget refuses any δ however small: say so, or the message reads as an ε shortfall
+                pure = g.delta > 0 and self.budget.delta == 0
+                why = "; this budget allows no δ, and the spend has δ > 0" if pure else ""
                 raise BudgetExceeded(
                     f"spending {g} for {label!r} would exceed the budget {self.budget} "
-                    f"({self.accounting} accounting); remaining: {rule.remaining_of(kept.rounded())}"
+                    f"({self.accounting} accounting); remaining: {rule.remaining_of(kept.rounded())}{why}"
                 )
             cursor = conn.execute(
                 "INSERT INTO spends (label, time, epsilon, delta, rho, relation, unit, noise)"
