@@ -48,6 +48,16 @@ def test_search_refuses_before_spending_or_returning(tmp_path: Path) -> None:
     assert not any(hasattr(c, "guarantee_") for c in given)  # the caller's estimators stay unfitted
 
 
+def test_search_shares_a_replace_one_ledger_with_the_estimators(tmp_path: Path) -> None:
+    """The add/remove total (ε = 2) is charged in the ledger's relation, as every estimator's fit is."""
+    x, y = data()
+    ledger = bdp.Ledger(tmp_path / "r.db", budget=bdp.Guarantee(4.0, delta=1e-6, relation="replace_one"))
+    result = search(candidates(), x, y, epsilon=0.5, ledger=ledger, rng=bdp.rng_for_tests(1))
+    [spend] = ledger.history()
+    assert spend.guarantee == result.guarantee.to_relation("replace_one")
+    assert spend.guarantee.epsilon == pytest.approx(4.0)
+
+
 def test_search_takes_only_private_classifiers() -> None:
     x, y = data(200)
     with pytest.raises(InvalidParameter, match="candidates"):

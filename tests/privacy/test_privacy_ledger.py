@@ -57,6 +57,15 @@ def test_refused_spend_records_nothing_and_names_what_remains(tmp_path):
     led.spend(Guarantee(0.25), "c")  # exactly the rest is allowed
 
 
+def test_a_pure_epsilon_budget_says_it_refuses_a_spends_delta(tmp_path):
+    led = Ledger(tmp_path / "l.db", budget=Guarantee(3.0))
+    with pytest.raises(BudgetExceeded, match=r"remaining: ε=3 per row.*allows no δ, and the spend has δ > 0"):
+        led.spend(Guarantee(0.5, delta=1e-12), "fit")
+    with pytest.raises(BudgetExceeded) as refused:
+        led.spend(Guarantee(4.0), "too much")
+    assert "δ" not in str(refused.value).split("remaining")[1]
+
+
 def test_zcdp_accounting_beats_basic(tmp_path):
     budget = Guarantee(4.0, delta=1e-5)
     z = Ledger(tmp_path / "z.db", budget=budget, accounting="zcdp")
@@ -531,7 +540,7 @@ def test_a_proposal_decides_as_the_spend_would_and_records_nothing(tmp_path):
     led.spend(Guarantee(0.9), "first")
     above = Guarantee(0.1 + 1e-9)
     refused = led.propose([above])
-    assert not refused.admitted and "more than is left of the budget" in refused.refused
+    assert not refused.admitted and "would exceed the budget" in refused.refused
     with pytest.raises(BudgetExceeded):
         led.spend(above, "too much")
     fits = led.propose([Guarantee(0.05), Guarantee(0.05)])

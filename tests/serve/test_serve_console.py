@@ -354,7 +354,7 @@ def test_builder_filters_groups_quantile_label_and_the_preview(page: Page) -> No
     page.set("#group-size", "1000")
     # ε is typed freely; more than what remains is refused before the click.
     page.set("#epsilon", "7")
-    page.until(lambda: "more than" in page.text("#builder-cost"))
+    page.until(lambda: "would refuse it: it would exceed the budget" in page.text("#builder-cost"))
     assert not page.el("#release-button").is_enabled()
     page.set("#epsilon", "0.5")
     page.until(lambda: page.ready("builder") and page.el("#release-button").is_enabled())
@@ -473,7 +473,7 @@ def test_under_zcdp_the_filter_not_epsilon_decides_the_release_button(page: Page
     page.sign_in(add_analyst(page.server.config_path, "zcdp"))
     page.dataset("people")
     page.set("#epsilon", "0.8")
-    page.until(lambda: "would refuse it: that is more than is left" in page.text("#builder-cost"))
+    page.until(lambda: "would refuse it: it would exceed the budget" in page.text("#builder-cost"))
     assert page.ready("builder") and not page.el("#release-button").is_enabled()
     page.set("#epsilon", "0.5")
     page.until(lambda: page.ready("builder") and page.el("#release-button").is_enabled())

@@ -50,7 +50,7 @@ def test_the_preview_decides_by_the_filter_where_comparing_epsilon_gets_it_wrong
         laplace, gaussian = preview(LAPLACE), preview(GAUSSIAN)
         # What comparing ε with the largest next spend concludes, wrongly both ways:
         assert laplace["guarantee"]["epsilon"] <= remaining["epsilon"] < gaussian["guarantee"]["epsilon"]
-        assert not laplace["admitted"] and "more than is left of the budget" in laplace["refused"]
+        assert not laplace["admitted"] and "would exceed the budget" in laplace["refused"]
         assert laplace["used"] == 0 and laplace["uses"] == 1
         assert gaussian["admitted"] and gaussian["refused"] is None and 0.5 < gaussian["uses"] < 1
         # The previews said what the releases do, and nothing was spent by them.

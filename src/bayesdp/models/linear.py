@@ -10,6 +10,7 @@ import numpy as np
 from scipy.linalg import cho_solve
 from scipy.stats import chi2
 from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils.validation import check_is_fitted
 
 from bayesdp.errors import DataError, check_open_unit
 from bayesdp.models.base import (
@@ -20,6 +21,7 @@ from bayesdp.models.base import (
     feature_bounds,
     fitted,
     gaussian_vector,
+    one_blas_thread,
     rho_for,
     target_bounds,
 )
@@ -65,6 +67,7 @@ class LinearRegression(PrivateMixin, RegressorMixin, BaseEstimator):
         self.ledger = ledger
         self.rng = rng
 
+    @one_blas_thread
     def fit(self, X: Any, y: Any) -> LinearRegression:
         eps, delta = check_approx(self.epsilon, self.delta)
         X, y = checked_Xy(self, X, y, reset=True, y_numeric=True)
@@ -143,7 +146,7 @@ class LinearRegression(PrivateMixin, RegressorMixin, BaseEstimator):
         released estimate. Post-processing: no further budget. The discrete Gaussian on its grid
         (2⁻²⁰ of the sensitivity) is treated as Gaussian.
         """
-        fitted(self, np.zeros((1, self.n_features_in_)))
+        check_is_fitted(self, "guarantee_")  # no rows to validate: a frame's feature names stay unchecked
         s = self._stats
         a = check_open_unit("alpha", alpha)
         lower, upper = _ellipsoid_projection(s.gram, s.xy, s.sigma_xx, s.sigma_xy, s.t, a)

@@ -14,7 +14,7 @@ from sklearn.utils import _safe_indexing
 from bayesdp.errors import BudgetExhausted, DataError, check_positive, invalid
 from bayesdp.holdout import HoldoutAnswer, NaiveHoldout, ReusableHoldout
 from bayesdp.mechanisms import ReportNoisyMax
-from bayesdp.models.base import PrivateMixin
+from bayesdp.models.base import PrivateMixin, spend_in
 from bayesdp.noise import Rng, resolve_rng
 from bayesdp.privacy import Guarantee, Ledger
 from bayesdp.privacy.guarantee import check_compatible
@@ -148,10 +148,10 @@ def search(
     costs = [m.guarantee for m in models]
     refit = _parallel(costs)
     total = _parallel([*costs, chooser.guarantee]) + refit
-    if ledger is not None:
+    if ledger is not None:  # in the ledger's relation: a replace-one ledger is charged (2ε, (1 + e^ε)δ)
         kinds = Counter(type(m).__name__ for m in models)
         searched = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
-        ledger.spend(total, f"search among {len(models)} candidates ({searched})")
+        spend_in(ledger, total, f"search among {len(models)} candidates ({searched})")
     X_valid, y_valid = _safe_indexing(X, slices[-1]), y[slices[-1]]
     correct = np.array([float((m.predict(X_valid) == y_valid).sum()) for m in models])
     best = chooser.select_index(correct, rng=gen)

@@ -157,9 +157,17 @@ class Proposal:
             after = after.plus(rule.charge(g), after.through)
         used = rule.used_of(kept.rounded())
         if refused is None and not rule.fits(after.rounded()):
-            refused = (f"that is more than is left of the budget {rule.budget} ({rule.name} accounting); "
-                       f"remaining: {rule.remaining_of(kept.rounded())}")
+            refused = f"it {exceeds(rule, kept, spends)}"
         return cls(refused is None, used, rule.used_of(after.rounded()) - used, refused)
+
+
+def exceeds(rule: Filter, kept: Totals, spends: Sequence[Guarantee]) -> str:
+    """Why `spends` after the sums `kept` do not fit: the budget and what remains."""
+    # a pure-ε budget refuses any δ however small: say so, or the message reads as an ε shortfall
+    pure = any(g.delta > 0 for g in spends) and rule.budget.delta == 0
+    why = "; this budget allows no δ, and the spend has δ > 0" if pure else ""
+    return (f"would exceed the budget {rule.budget} ({rule.name} accounting); "
+            f"remaining: {rule.remaining_of(kept.rounded())}{why}")
 
 
 class Ledger:
@@ -400,10 +408,7 @@ class Ledger:
             after = kept.plus(rule.charge(g), kept.through)
             record = Spend(label, time=time.time(), guarantee=g, bound=rule.title)
             if not rule.fits(after.rounded()):
-                raise BudgetExceeded(
-                    f"spending {g} for {label!r} would exceed the budget {self.budget} "
-                    f"({self.accounting} accounting); remaining: {rule.remaining_of(kept.rounded())}"
-                )
+                raise BudgetExceeded(f"spending {g} for {label!r} {exceeds(rule, kept, [g])}")
             cursor = conn.execute(
                 "INSERT INTO spends (label, time, epsilon, delta, rho, relation, unit, noise)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

@@ -143,7 +143,8 @@ class Dataset:
                             **({"keys": list(c.domain)} if c.domain else {})} for c in self.columns.values()}
         return {"tables": {self.name: {"privacy_unit": self.privacy_unit or False, **self.options,
                                        "columns": columns},
-                           **{n: {"public": True} for n in self.public_tables}}}
+                           # One row per join key: a row joining many would take longer.
+                           **{n: {"public": True, "max_rows_per_key": 1} for n in self.public_tables}}}
 
 
 @dataclass(frozen=True)

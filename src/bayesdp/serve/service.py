@@ -40,11 +40,11 @@ from bayesdp.privacy.ledger import Proposal
 from bayesdp.serve import limits, timing
 from bayesdp.serve.caught import caught
 from bayesdp.serve.config import Config, Dataset, Holdout
-from bayesdp.serve.schema import check_columns
+from bayesdp.serve.schema import check_columns, check_sized
 from bayesdp.serve.state import State
 from bayesdp.serve.wire import release_json
 from bayesdp.sql import Translation, public_warnings, release_translation, translate
-from bayesdp.sql.bigquery import preview, spends
+from bayesdp.sql.bigquery import Learn, preview, spends
 from bayesdp.sql.translate import parse
 from bayesdp.synth.tabular import check_fit, fit_guarantee
 from bayesdp.tables.query import usefulness_warnings
@@ -97,6 +97,26 @@ def check_request(request: dict[str, Any]) -> None:
             check_finite(key, request[key])
 
 
+def _ident(column: str) -> str:
+    return '"' + column.replace('"', '""') + '"'
+
+
+def _cut(column: str, chars: int) -> str:
+    """The column's text cut to `chars` characters, under its own name."""
+    return f"left({_ident(column)}, {chars}) AS {_ident(column)}"
+
+
+def _warn_cut(rel: duckdb.DuckDBPyRelation, texts: list[str], chars: int, key: str) -> None:
+    """Tell the curator how many text values were cut to `chars` characters (exact: curator only)."""
+    if not texts:
+        return
+    counts = rel.aggregate(", ".join(f"count(*) FILTER (length({_ident(c)}) = {chars})" for c in texts))
+    cut = [f"{int(k):,} of {c!r}" for c, k in zip(texts, counts.fetchall()[0], strict=True) if k]
+    if cut:
+        warnings.warn(f"curator only: {key}: text values of {chars:,} characters or more were cut to "
+                      f"{chars:,} (limits.max_text_chars): {', '.join(cut)}", CuratorWarning, stacklevel=3)
+
+
 def _table_name(kind: str, name: str) -> str:
     return '"' + f"{kind}_{name}".replace('"', '""') + '"'
 
@@ -136,10 +156,12 @@ class Service:
               unit: str | None = None) -> list[str]:
         """Copy a source's columns `keep` (None: all) into the service's database; returns them.
         Rows with a null `unit` belong to nobody: dropped here, once, and told to the curator,
-        so that no request can observe them."""
+        so that no request can observe them. A private table's text is cut to
+        `limits.max_text_chars`: the work of an expression on a row, and so a request's time,
+        can grow with a row's text only that far."""
         rel = engine_for(path, self.db).relation
         if unit is not None:
-            quoted = '"' + unit.replace('"', '""') + '"'
+            quoted = _ident(unit)
             nobody = int(rel.aggregate(f"count(*) - count({quoted})").fetchall()[0][0])
             if nobody:
                 warnings.warn(f"curator only: {key}: {nobody:,} rows with a null privacy unit "
@@ -150,8 +172,15 @@ class Service:
         if missing:
             raise invalid(f"{key} columns", missing, f"columns of {path.name} ({available})")
         cols = keep or available
-        select = ", ".join('"' + c.replace('"', '""') + '"' for c in cols)
+        chars = self.config.limits.max_text_chars
+        private = kind != "pub"
+        if private:
+            check_sized(rel, cols, key)
+        texts = [c for c, t in zip(rel.columns, rel.types, strict=True)
+                 if private and t.id == "varchar" and c in cols]
+        select = ", ".join(_cut(c, chars) if c in texts else _ident(c) for c in cols)
         self.db.execute(f"CREATE TABLE {_table_name(kind, name)} AS SELECT {select} FROM ({rel.sql_query()})")
+        _warn_cut(self.relation(kind, name), texts, chars, key)
         self._columns[f"{kind}_{name}"] = cols
         return cols
 
@@ -248,13 +277,14 @@ class Service:
                      for c in (by if isinstance(by, list) else [by])]
             spec["group_by"] = names if isinstance(by, list) else names[0]
         for name, item in spec["aggregates"].items():
-            # A column, an expression or a share's condition reads the public columns only.
-            for key in ("column", "condition"):
-                text = item.get(key) if isinstance(item, dict) else None
-                if isinstance(text, str) and text.isidentifier():
+            # Every text argument but the kind (a column, an expression, a share's condition, a
+            # count's indicator, and any a new kind takes) reads the public columns only.
+            for key, text in item.items() if isinstance(item, dict) else ():
+                if key == "kind" or not isinstance(text, str):
+                    continue
+                if text.isidentifier():
                     self._public_column(text, public, f"aggregates.{name}.{key}")
-                if text is not None:
-                    row_expression(text, public, role=f"aggregates.{name}.{key}")
+                row_expression(text, public, role=f"aggregates.{name}.{key}")
         where = spec.get("where", [])
         where = [where] if isinstance(where, str) else where
         if not isinstance(where, list) or not all(isinstance(w, str) for w in where):
@@ -330,7 +360,7 @@ class Service:
                 joined = tuple(j.sql() for j in parse(t.text)[0].args.get("joins") or ())
                 release = self.timed(ds, query, options, ledger, "sql", lambda q, led: release_translation(
                     replace(t, query=q), ledger=led), joined, lambda: self._translate(
-                        ds, t.text, request, timing.calibration_name(ds.name)).query)
+                        ds, t.text, request, timing.calibration_name(ds.name)).query, t.learn)
             else:
                 query, asked, options = self.query(ds, request.get("spec"))
                 if "epsilon" not in options:
@@ -348,11 +378,13 @@ class Service:
 
     def timed(self, ds: Dataset, query: tables.Query, options: dict[str, Any], ledger: AuditedLedger,
               kind: str, run: Callable[[tables.Query, Any], tables.Release], joined: tuple[str, ...] = (),
-              made_up: Callable[[], tables.Query] | None = None) -> tables.Release:
+              made_up: Callable[[], tables.Query] | None = None, learn: Learn | None = None
+              ) -> tables.Release:
         """`run(query, ledger)` answered at the deadline of its public shape and cost on `ds`
         (`joined`, `made_up`: a query joining public tables, as `timing.Releases.deadline`);
-        cut off there, it spends the plan's guarantee (unless it had) and raises DeadlinePassed."""
-        declared = query.plan(**{k: v for k, v in options.items() if k != "alpha"}).guarantee
+        cut off there, it spends what the release declared and had not spent yet (`learn`: the
+        SQL's bounds to learn, spent first) and raises DeadlinePassed."""
+        declared = spends(query, learn, options)
         deadlines = self.deadlines.get(ds.name)
         seconds = None if deadlines is None else deadlines.deadline(
             query, options, lambda q: run(q, None), kind, joined, made_up if joined else None)

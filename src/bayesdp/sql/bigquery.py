@@ -272,7 +272,7 @@ def preview(query: tables.Query, learn: Learn | None, options: dict[str, Any], *
     aggregate states the ε its bounds take. `learnt` is True on the rows of learnt aggregates."""
     if learn is None:
         return (_described(query.preview(**options, group_size=group_size), query, shown),
-                spends(query, learn, options)[0])
+                spends(query, None, options)[0])
     eps_bounds, rest = _split(learn, options)
     df = _described(query.preview(**rest, group_size=group_size), query, shown)
     learnt = df["aggregate"].isin(list(learn.columns))
@@ -292,13 +292,15 @@ def preview(query: tables.Query, learn: Learn | None, options: dict[str, Any], *
 
 
 def spends(query: tables.Query, learn: Learn | None, options: dict[str, Any]) -> list[Guarantee]:
-    """The guarantees a release records on its ledger, in order: the learnt bounds' (if any),
-    then the aggregates' at ε less theirs (`learn_bounds`); from public parameters only."""
+    """The guarantees a release of `query` spends, in the order it spends them: the learnt
+    bounds' histogram (with `learn`), then the aggregates (their guarantee does not depend on
+    the bounds they get). Public: read from the plans alone."""
+    plain = {k: v for k, v in options.items() if k != "alpha"}
     if learn is None:
-        return [query.plan(**{k: v for k, v in options.items() if k != "alpha"}).guarantee]
-    eps_bounds, rest = _split(learn, options)
+        return [query.plan(**plain).guarantee]
+    eps_bounds, rest = _split(learn, plain)
     bounds = _bounds_query(query, learn).plan(eps_bounds, max_rows_per_group=learn.max_rows)
-    return [bounds.guarantee, query.plan(**{k: v for k, v in rest.items() if k != "alpha"}).guarantee]
+    return [bounds.guarantee, query.plan(**rest).guarantee]
 
 
 def _described(df: pd.DataFrame, query: tables.Query, shown: Mapping[str, str] | None) -> pd.DataFrame:
@@ -318,4 +320,4 @@ def approximate_bounds(counts: np.ndarray, scale: float, false_bin: float = FALS
 
 
 __all__ = ["EDGES", "Learn", "Make", "UnitAggregate", "approximate_bounds", "as_written", "bounds_warning",
-           "learn_bounds", "preview", "unit_query", "written"]
+           "learn_bounds", "preview", "spends", "unit_query", "written"]
