@@ -6,7 +6,7 @@ with a default fixed in advance (`DeadlinePassed`, after spending what the reque
 slow row cannot make an answer come later (Haeberlen, Pierce and Narayan, "Differential Privacy
 Under Fire", USENIX Security 2011: predictable transactions with a timeout and a default).
 
-A deadline is `load * (margin * typical + per_cost * extra) + slack + jitter`, at least `least`
+A deadline is `load * (margin * typical + per_cost * extra) + slack`, at least `least`
 seconds (`Lanes.admit`). For a release (`Releases`), `typical` is the time of a release of the
 same shape (aggregate kinds and parameters, grouping, public or private keys, spec or SQL) with
 every expression a bare column and no filter, measured on synthetic rows of the dataset's public
@@ -19,10 +19,10 @@ synthetic rows do not take still fits. A holdout query's `Model` is fitted the s
 public training table, its cheapest point a bare numeric column (`calibrate_holdout`). Each is
 timed twice (`Expected`): alone, and with every lane running it at once; a request admitted when
 every lane is idle reserves them all and gets the first, any other one lane and the second.
-`load` and `jitter` come from a fixed synthetic probe run every `probe` seconds in a window that
-reserves every lane (`Load`): the probe's recent time over its time at start-up, and the spread
-of its recent times. Every timing is divided by the load factor of its moment, so a deadline
-follows the machine without re-timing the shapes.
+`load` comes from a fixed synthetic probe run every `probe` seconds in a window that reserves
+every lane (`Load`): the probe's recent time over its time at start-up, never below the load
+factor the request's shape was timed at. Every timing is divided by the load factor of its
+moment, so a deadline follows the machine without re-timing the shapes.
 
 Hooks for the service: `run_with_deadline(work, expected, on_cut, lanes)` reserves lanes at
 admission (`Lanes.admit`: the reservation, and so the answer's time, is fixed from the deadlines
@@ -61,7 +61,7 @@ class TimingConfig:
     """`pad`: answer at the deadline (off only for tests that do not measure time); `margin`:
     deadline over the calibrated typical time (the work is cut off `RESERVE` seconds before the
     deadline); `slack`: seconds added to every deadline, for the machine's scheduling delays,
-    which do not grow with the work (the probe's measured jitter is added to it); `least`: the
+    which do not grow with the work; `least`: the
     shortest deadline in seconds; `runs`: timed runs per calibration point; `lanes`: padded
     requests that run at once; `probe`: seconds between runs of the load probe (`Load`; 0:
     never, deadlines then as timed); `refresh`: seconds between re-timings of the release shapes
@@ -119,18 +119,20 @@ def release_cost(query: Any) -> float:
 
 @dataclass(frozen=True)
 class Expected:
-    """Seconds of a request's work before the load factor, slack and jitter (`Lanes.admit`):
-    `alone` when it runs with no other lane's work, `busy` beside every lane's."""
+    """Seconds of a request's work at load factor 1, before the slack (`Lanes.admit`): `alone`
+    when it runs with no other lane's work, `busy` beside every lane's; timed at load `factor`,
+    below which a deadline never scales it (a probe faster than when the request's shape was
+    timed does not make its work faster)."""
 
     alone: float
     busy: float
+    factor: float = 1.0
 
 
-def deadline_of(work: float, factor: float, jitter: float, cfg: TimingConfig) -> float:
+def deadline_of(work: float, factor: float, cfg: TimingConfig) -> float:
     """`work` seconds (the margin times the typical time, plus the cost beyond bare columns
-    priced at its worst case) times the load factor, plus `slack` and the probe's jitter; at
-    least `least`."""
-    return max(cfg.least, factor * work + cfg.slack + jitter)
+    priced at its worst case) times the load factor, plus `slack`; at least `least`."""
+    return max(cfg.least, factor * work + cfg.slack)
 
 
 @dataclass(frozen=True)
@@ -154,9 +156,11 @@ class Model:
 
     alone: Line
     busy: Line
+    factor: float = 1.0  # the largest load factor its points were timed at
 
     def deadline(self, parts: int, cost: float, cfg: TimingConfig) -> Expected:
-        return Expected(self.alone.work(parts, cost, cfg.margin), self.busy.work(parts, cost, cfg.margin))
+        return Expected(self.alone.work(parts, cost, cfg.margin), self.busy.work(parts, cost, cfg.margin),
+                        self.factor)
 
 
 Point = tuple[int, float, Callable[[], Any]]  # parts, cost, a request of that shape
@@ -166,7 +170,8 @@ def calibrate(points: Sequence[Point], cfg: TimingConfig, load: Load | None = No
     """Fit `Model` to the median wall times of two or three requests (`_median_time`): one part
     of cost c1, one part of cost c2 > c1, and optionally several parts (of cost c3)."""
     times = [_median_time(run, cfg, load) for _, _, run in points]
-    return Model(_fit(points, [t.alone for t in times]), _fit(points, [t.busy for t in times]))
+    return Model(_fit(points, [t.alone for t in times]), _fit(points, [t.busy for t in times]),
+                 max(t.factor for t in times))
 
 
 def _fit(points: Sequence[Point], times: list[float]) -> Line:
@@ -197,7 +202,7 @@ def _median_time(run: Callable[[], Any], cfg: TimingConfig, load: Load | None) -
                 probes += load.round(None)
     factor = 1.0 if load is None else load.factor_of(probes)
     b = statistics.median(busy) / factor
-    return Expected(statistics.median(alone) / factor if alone else b, b)
+    return Expected(statistics.median(alone) / factor if alone else b, b, factor)
 
 
 def _round(run: Callable[[], Any], lanes: int, until: float | None) -> list[float]:
@@ -259,7 +264,8 @@ class Releases:
         extra = max(release_cost(query) - (0 if self.bare is None else len(query.expressions)), 0.0)
         margin = self.cfg.margin
         return Expected(margin * typical.alone + self.per_cost.alone * extra,
-                        margin * typical.busy + self.per_cost.busy * extra)
+                        margin * typical.busy + self.per_cost.busy * extra,
+                        max(typical.factor, self.per_cost.factor))
 
     def refresh(self) -> None:
         """Re-time each shape asked for since the last refresh: one round of `lanes` runs at once
@@ -339,21 +345,19 @@ RECENT = 3  # re-timings a shape's typical time is the largest of (`Releases.ref
 PENDING = 16  # connections a thread keeps for its next timed request (previews open some too)
 RESERVE = 0.02  # seconds before the deadline at which work still running is cut off, so that the
                 # default answer (its spend written) is ready by the deadline; at most a quarter
-PROBES = 5  # probe rounds the load factor and jitter are taken over (`Load`)
-PROBE_ROWS = 150_000  # rows of the probe's engine query
-PROBE_LOOP = 25_000  # steps of the probe's Python loop (releases hold the interpreter's lock too)
+PROBES = 3  # probe rounds the load factor is taken over (`Load`)
+PROBE_ROWS = 5_000_000  # rows of the probe's engine query: about 20 ms, several scheduler slices
 
 
 class Load:
-    """The machine's load as seen by a fixed synthetic probe (an engine query over made-up rows
-    and a Python loop, `lanes` at once, each on its own cursor from `connect()`), run in a
-    window that reserves every lane, so that no request's work runs beside it: its times depend
-    on the machine and the service's public work, never on a request's data. `factor()` is the
-    mean time of the last `PROBES` rounds over the mean at start-up (a short probe's time is
-    mostly how long the scheduler kept it waiting, so the mean, like a request's time, sums the
-    waits); `jitter()` is the spread (largest less smallest) of their times, in seconds. Only
-    ratios of factors matter (`_median_time` divides each timing by the factor of its moment),
-    so the start-up mean cancels out."""
+    """The machine's load as seen by a fixed synthetic probe (an engine query over made-up rows,
+    `lanes` at once, each on its own cursor from `connect()`), run in a window that reserves
+    every lane, so that no request's work runs beside it: its times depend on the machine and
+    the service's public work, never on a request's data. `factor()` is the median over the last
+    `PROBES` rounds of a round's mean time over the mean at start-up (the probe spans several
+    scheduler slices, so its time, like a request's, is its work over the share of the CPU it
+    got; the median drops a round that met a passing stall). Only ratios of factors matter
+    (`_median_time` divides each timing by the factor of its moment): the start-up mean cancels."""
 
     def __init__(self, connect: Callable[[], Any], cfg: TimingConfig) -> None:
         self.connect, self.cfg = connect, cfg
@@ -366,7 +370,6 @@ class Load:
     def probe(self) -> None:
         """The fixed public work a probe runs (the same every time)."""
         self.connect().execute(f"SELECT sum(hash(range)) FROM range({PROBE_ROWS})").fetchall()
-        sum(i * i for i in range(PROBE_LOOP))
 
     def round(self, until: float | None) -> list[float]:
         """The times of `lanes` probes at once (`_round`); one not done by `until` counts as
@@ -382,21 +385,18 @@ class Load:
 
     def factor(self) -> float:
         with self._lock:
-            return self.factor_of([t for r in self._rounds for t in r])
-
-    def jitter(self) -> float:
-        with self._lock:
-            times = [t for r in self._rounds for t in r]
-        return max(times) - min(times)
+            return statistics.median(self.factor_of(r) for r in self._rounds)
 
     def measure(self, lanes: Lanes) -> None:
-        """One probe round in a window of every lane, four times the probe's time at the
+        """One probe round in a window of every lane, three times the probe's time at the
         current load factor, once the work of requests before it has stopped (work cut off at
-        its deadline may take a moment to stop)."""
-        window = 4 * self.baseline * self.factor()
+        its deadline may take a while to stop: if the window has passed by then, no round)."""
+        window = 3 * self.baseline * self.factor()
         start = lanes.reserve_all(window)
         time.sleep(max(start - time.monotonic(), 0.0))
-        lanes.settle(start + window)
+        lanes.settle(start)
+        if time.monotonic() >= start + window:
+            return
         times = self.round(start + window)
         with self._lock:
             self._rounds.append(times)
@@ -407,7 +407,10 @@ def _probing(lanes: weakref.ref[Lanes], every: float) -> None:
     """Run the load probe every `every` seconds while the lanes live."""
     while (mine := lanes()) is not None:
         assert mine.load is not None
-        mine.load.measure(mine)
+        try:
+            mine.load.measure(mine)
+        except Exception:  # the engine was closed: the service is going away
+            return
         mine = None
         time.sleep(every)
 
@@ -425,7 +428,8 @@ class Lanes:
                  connect: Callable[[], Any] | None = None) -> None:
         self._free = [0.0] * count
         self._lock = threading.Lock()
-        self._running: set[threading.Event] = set()  # set when a request's work has stopped
+        self._running: dict[threading.Event, float] = {}  # admitted requests' work: set once
+                                                          # stopped; the end of its reservation
         self.cfg = cfg or TimingConfig(lanes=count)
         self.load = None if connect is None or not self.cfg.probe else Load(connect, self.cfg)
         if self.load is not None:
@@ -435,23 +439,32 @@ class Lanes:
     def factor(self) -> float:
         return 1.0 if self.load is None else self.load.factor()
 
-    def admit(self, expected: Expected | float) -> tuple[float, float]:
+    def admit(self, expected: Expected | float, done: threading.Event | None = None) -> tuple[float, float]:
         """The start (`time.monotonic()`) and length of a request's reservation: `expected` as
-        `deadline_of` makes it (alone if every lane is idle now: it reserves them all; else
-        busy, on the lane free soonest), or a number of seconds as it is."""
-        factor, jitter = (1.0, 0.0) if self.load is None else (self.load.factor(), self.load.jitter())
+        `deadline_of` makes it at the load factor (alone if every lane is idle now: it reserves
+        them all; else busy, on the lane free soonest), or a number of seconds as it is. `done`,
+        set when the request's work has stopped, is kept until then (`settle`)."""
+        factor = self.factor()
         with self._lock:
             now = time.monotonic()
             if isinstance(expected, Expected) and max(self._free) <= now:
-                seconds = deadline_of(expected.alone, factor, jitter, self.cfg)
+                start, seconds = now, deadline_of(expected.alone, max(factor, expected.factor), self.cfg)
                 self._free = [now + seconds] * len(self._free)
-                return now, seconds
-            seconds = expected if not isinstance(expected, Expected) else \
-                deadline_of(expected.busy, factor, jitter, self.cfg)
-            lane = min(range(len(self._free)), key=self._free.__getitem__)
-            start = max(now, self._free[lane])
-            self._free[lane] = start + seconds
+            else:
+                seconds = expected if not isinstance(expected, Expected) else \
+                    deadline_of(expected.busy, max(factor, expected.factor), self.cfg)
+                lane = min(range(len(self._free)), key=self._free.__getitem__)
+                start = max(now, self._free[lane])
+                self._free[lane] = start + seconds
+            if done is not None:
+                self._running[done] = start + seconds
             return start, seconds
+
+    def stopped(self, done: threading.Event) -> None:
+        """A request's work has stopped (`admit`'s `done`)."""
+        done.set()
+        with self._lock:
+            self._running.pop(done, None)
 
     def reserve_all(self, seconds: float) -> float:
         """The start of a reservation of every lane at once for `seconds`, when all are free."""
@@ -460,10 +473,13 @@ class Lanes:
             self._free = [start + seconds] * len(self._free)
             return start
 
-    def settle(self, until: float) -> None:
-        """Wait, until `until` at the latest, for the work of every request to stop."""
-        for done in list(self._running):
-            done.wait(max(until - time.monotonic(), 0.0))
+    def settle(self, before: float) -> None:
+        """Wait for the work of every request reserved to end by `before` to stop (cut off, it
+        is interrupted), even one whose thread woke up after its reservation."""
+        with self._lock:
+            ended = [done for done, end in self._running.items() if end <= before]
+        for done in ended:
+            done.wait()
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
@@ -471,7 +487,8 @@ class Lanes:
         made-up rows); no request is admitted meanwhile."""
         with self._lock:
             time.sleep(max(max(self._free) - time.monotonic(), 0.0))
-            self.settle(time.monotonic() + 1.0)
+            for done in list(self._running):  # every admitted request's: its work has stopped
+                done.wait()
             try:
                 yield
             finally:
@@ -508,21 +525,21 @@ def run_with_deadline(work: Callable[[], T], expected: Expected | float | None,
     if expected is None:
         return work()
     lanes = lanes or Lanes(1)
-    start, seconds = lanes.admit(expected)
+    done = threading.Event()
+    start, seconds = lanes.admit(expected, done)
     wait = start - time.monotonic()
     if wait > 0:
         time.sleep(wait)
-    return _padded(work, start, seconds, on_cut, lanes)
+    return _padded(work, start, seconds, on_cut, lanes, done)
 
 
 def _padded(work: Callable[[], T], start: float, seconds: float, on_cut: Callable[[float], T],
-            lanes: Lanes) -> T:
+            lanes: Lanes, done: threading.Event) -> T:
     request = _Request()
     pending = getattr(_current, "pending", ())
     request.connections.extend(pending)  # the relations a query was built on run there
     if pending:
         pending.clear()
-    done = threading.Event()
     box: dict[str, Any] = {}
     context = contextvars.copy_context()  # the request's limits.Work, for the cursors `work` opens
 
@@ -534,10 +551,8 @@ def _padded(work: Callable[[], T], start: float, seconds: float, on_cut: Callabl
             box["error"] = exc
         finally:
             _current.request = None
-            done.set()
-            lanes._running.discard(done)
+            lanes.stopped(done)
 
-    lanes._running.add(done)
     threading.Thread(target=worker, name="bayesdp-deadline", daemon=True).start()
     answer = box
     cut_at = start + seconds - min(RESERVE, seconds / 4)
@@ -666,7 +681,7 @@ def calibrate_dataset(service: Any, ds: Any, cfg: TimingConfig) -> Releases:
     bounded = [c.name for c in ds.columns.values() if c.bounds]
     bare = row_expression(_quoted(bounded[0]), list(ds.columns)) if bounded else None
     return Releases(lambda: service.query(cal, count)[0].table.engine,
-                    Expected(model.alone.per_cost, model.busy.per_cost), cfg, bare, lanes)
+                    Expected(model.alone.per_cost, model.busy.per_cost, model.factor), cfg, bare, lanes)
 
 
 NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
