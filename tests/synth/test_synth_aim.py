@@ -12,7 +12,7 @@ from synth_stats import within_binomial
 
 from bayesdp import rng_for_tests
 from bayesdp.privacy import Guarantee, Ledger
-from bayesdp.synth import pgm, synthesize
+from bayesdp.synth import synthesize
 from bayesdp.synth.aim import Spend, aim
 from bayesdp.synth.budget import rho_for
 from bayesdp.synth.measure import Data
@@ -168,8 +168,10 @@ def test_aim_spends_exactly_its_budget_in_composed_steps(tmp_path):
     assert ledger.spent().rho == pytest.approx(rho)
 
 
-def warm_round() -> tuple[Estimate, list[Measurement], Measurement]:
-    """One AIM round: a model fitted for 15 steps, the measurements so far and a new pair's."""
+def test_warm_fit_resumes_from_the_last_step():
+    # One AIM round: a model fitted for 15 steps, then a new pair measured. Five warm steps
+    # resuming from the last accepted step move that pair's marginal at least 90% of the way to
+    # the converged fit's (restarting from 1/L moves it 64%). Deterministic given the seed.
     rng = rng_for_tests(95)
     x = np.column_stack([rng.integers(0, k, 20_000) for k in SIZES])
     x[:, 1] = (x[:, 0] + x[:, 3]) % 2
@@ -181,19 +183,13 @@ def warm_round() -> tuple[Estimate, list[Measurement], Measurement]:
         return Measurement(r, t + rng.normal(0, 30, t.shape), 900.0)
 
     meas = [measure(r) for r in [(0,), (1,), (2,), (3,), (4,), (0, 1), (1, 2)]]
-    return fit(SIZES, meas, iters=15), meas, measure((2, 4))
-
-
-def test_warm_fit_resumes_from_the_last_step():
-    # Five warm steps resuming from the last accepted step move the new pair's marginal at least
-    # 85% of the way to the converged fit's (88%; restarting from 1/L moves it 15%).
-    # Deterministic given the seed.
-    est, meas, new = warm_round()
+    new = measure((2, 4))
+    est = fit(SIZES, meas, iters=15)
     conv = fit(SIZES, [*meas, new], iters=2000)
     warm = fit(SIZES, [*meas, new], warm=est.theta, step=est.step, iters=5)
     before = est.n_hat * est.pair(2, 4)
     moved = np.abs(warm.n_hat * warm.marginal((2, 4)) - before).sum()
-    assert moved >= 0.85 * np.abs(conv.n_hat * conv.marginal((2, 4)) - before).sum()
+    assert moved >= 0.9 * np.abs(conv.n_hat * conv.marginal((2, 4)) - before).sum()
 
 
 def test_aim_rounds_get_an_eighth_of_the_budget_per_column():
@@ -207,15 +203,3 @@ def test_aim_rounds_get_an_eighth_of_the_budget_per_column():
     (first, r1), (select, r2) = spend.steps[:2]
     assert first == "1-way marginals" and r1 == pytest.approx(0.9 * rho / 8)
     assert select.startswith("select") and r2 == pytest.approx(0.1 * rho / 40)
-
-
-def test_mirror_descent_grows_its_step_without_overshooting(monkeypatch):
-    # 25 warm steps of a round: one calibration to start, one per accepted step and at most 8
-    # rejected trials (34 in all; doubling the step after each step accepted at once made
-    # every other trial overshoot: 45). Deterministic given the seed.
-    est, meas, new = warm_round()
-    calls = []
-    real = pgm.propagate
-    monkeypatch.setattr(pgm, "propagate", lambda jt, lp: calls.append(1) or real(jt, lp))
-    fit(SIZES, [*meas, new], warm=est.theta, step=est.step, iters=25)
-    assert len(calls) <= 1 + 25 + 8

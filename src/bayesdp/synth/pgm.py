@@ -24,10 +24,6 @@ Variance = float | np.ndarray
 # Mirror-descent steps of a cold fit; a warm start (AIM's rounds) needs fewer.
 ITERATIONS = 500
 _LINE_SEARCH = 25
-# Step growth after a step accepted at once. Doubling made every other trial overshoot (a
-# rejected trial costs a calibration); 1.25 needs a quarter fewer calibrations per AIM fit on
-# UCI Adult at the same accuracy, while 1.1 grows too slowly (bench/RESULTS.md).
-_GROWTH = 1.25
 
 
 def cells(sizes: tuple[int, ...] | list[int], clique: Clique) -> int:
@@ -328,7 +324,7 @@ def fit(sizes: tuple[int, ...], measurements: list[Measurement], *,
     grow = True
     for _ in range(iters):
         # Try a longer step only after one was accepted at once: each backtrack costs a calibration.
-        alpha *= _GROWTH if grow else 1.0
+        alpha *= 2.0 if grow else 1.0
         step_pot = log_potentials(jt, grad, homes)
         grow = True
         for _ in range(_LINE_SEARCH):
