@@ -7,6 +7,10 @@
           a 30,000 x 10 chain-network table and a small domain (200,000 x 5, 1,024 cells) beside
           the full table with Laplace(1/ε) noise: fit and sample time, mean and max 2-way TVD,
           mean 3-way TVD, train-on-synthetic/test-on-real AUC, peak memory; all in one run.
+          SmartNoise AIM logs its rounds with their times (`--aim-option rounds=28` etc. for its
+          documented settings; `--only uci` for one table).
+  speed   fit times (wall and CPU) on Adult of MST at an earlier commit (`--then`, that commit's
+          `src` from git archive), MST now and AIM now, interleaved in one process.
 
 SmartNoise's default sampler ("round") breaks correlations between columns (mbi#145: it filled
 each column given its parents by rounding, which reorders rows); both anchors sample i.i.d.
