@@ -355,6 +355,7 @@ def main() -> None:
     LIMIT_S = args.limit
     signal.signal(signal.SIGALRM, _timeout)
     warnings.simplefilter("ignore")  # diffprivlib's PrivacyLeakWarning never fires here: all bounds given
+    print(_machine(), end="\n\n")
     print(
         "| table | estimator | ε | scikit-learn | diffprivlib | bayesdp | accuracy target | "
         "fit ms diffprivlib | fit ms bayesdp | time target |"
@@ -389,6 +390,16 @@ def main() -> None:
                         f"{1e3 * b[:, 1].mean():.1f} | {'met' if fast else 'missed'} |"
                     )
                 print(line, flush=True)
+    print("\n" + _machine())
+
+
+def _machine() -> str:
+    """The load and BLAS threads the fit times were measured under (they move the times, not the ratios)."""
+    from threadpoolctl import threadpool_info
+
+    threads = sorted({lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"})
+    load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
+    return f"{time.strftime('%H:%M:%S UTC', time.gmtime())}: load average {load}; BLAS threads {threads}"
 
 
 def runs(

@@ -6,7 +6,8 @@ The expressions are drawn from the grammar `bayesdp.expressions` admits (every f
 aggregate columns and as filters, and run through four paths: a spec's aggregates and a spec's
 filter (the service's `Service.release`, which runs `Query.release`), SQL (the service's SQL,
 `bayesdp.sql`) and the holdout's means (`bayesdp.holdout.table_means`, as `HoldoutService.query`
-runs them). The added row is extreme: huge, tiny, zero, negative, NaN, text that fails a cast,
+runs them), and SQL joined with a public table (a LEFT JOIN, the public column in an aggregate).
+The added row is extreme: huge, tiny, zero, negative, NaN, text that fails a cast,
 far dates, nulls. An outcome is the status (the exception's type and public message), the
 warnings passed on, the released groups' keys (public here), the columns and the number of rows.
 """
@@ -160,6 +161,7 @@ source = "{name}.parquet"
 privacy_unit = "u"
 max_groups_per_unit = 1
 budget = {{ epsilon = 1.0 }}
+public_tables = {{ p = "p.parquet" }}
 [datasets.{name}.columns]
 g = {{ domain = ["a", "b"] }}
 x = {{ bounds = [0, 1] }}
@@ -183,6 +185,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Service:
     root = tmp_path_factory.mktemp("pairs")
     for name, rows in zip(NAMES, TABLES, strict=True):
         pq.write_table(pa.Table.from_pylist(rows, schema=_SCHEMA), root / f"{name}.parquet")
+    pq.write_table(pa.table({"g": ["a", "b", "c"], "w": [0.5, -2.0, 1e308]}), root / "p.parquet")
     (root / "service.toml").write_text(CONFIG.format(datasets="".join(DATASET.format(name=n) for n in NAMES)))
     config = load_config(root / "service.toml")
     return Service(config, State(config))
@@ -224,6 +227,7 @@ KINDS = {
     "count": {"kind": "count"}, "count_units": {"kind": "count_units"}, "sum": {"kind": "sum"},
     "mean": {"kind": "mean"}, "std": {"kind": "std"}, "quantile": {"kind": "quantile", "q": 0.5},
     "histogram": {"kind": "histogram", "bins": 3}, "share": {"kind": "share"},
+    "count_where": {"kind": "count_where"},
 }
 
 
@@ -231,6 +235,8 @@ def _aggregate(kind: str, value: str, condition: str) -> dict[str, Any]:
     """One aggregate of `kind` over the expression `value` (a share over `condition`)."""
     if kind == "share":
         return {**KINDS[kind], "condition": condition}
+    if kind == "count_where":
+        return {**KINDS[kind], "indicator": value}
     if kind.startswith("count"):
         return KINDS[kind]
     return {**KINDS[kind], "column": value, "bounds": [0, 1]}
@@ -242,9 +248,9 @@ def _spec(aggregates: dict[str, Any], where: list[str] = ()) -> dict[str, Any]: 
                      "where": list(where), "aggregates": aggregates}}
 
 
-def _sql(name: str, values: list[str], condition: str, every: int = 1) -> dict[str, Any]:
+def _sql(name: str, values: list[str], condition: str, every: int = 1, join: str = "") -> dict[str, Any]:
     """BigQuery's clause (bounds for expressions as named arguments), by the public keys of g: a
-    SUM of each value, and the other aggregates of the first `every` values."""
+    SUM of each value, and the other aggregates of the first `every` values; `join` follows FROM."""
     bounded = ", contribution_bounds_per_row => (0, 1))"
     calls = [f"SUM({v}{bounded} AS s{j}" for j, v in enumerate(values)]
     calls += [f"{f}({v}{bounded} AS {f.lower()}{j}" for j, v in enumerate(values[:every])
@@ -256,15 +262,18 @@ def _sql(name: str, values: list[str], condition: str, every: int = 1) -> dict[s
               for j, v in enumerate(values[:every])]
     return {"sql": "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6, "
                    f"privacy_unit_column = u) g, COUNT(*{counted} AS n, {', '.join(calls)} "
-                   f"FROM {name} WHERE {condition} GROUP BY g"}
+                   f"FROM {name}{join} WHERE {condition} GROUP BY g"}
 
 
+JOINED = " LEFT JOIN p USING (g)"  # the public table p: a weight w per group key g
 PATHS: dict[str, Callable[[Service, str, str, str, str], tuple[Any, ...]]] = {
     "spec aggregate": lambda svc, name, kind, v, c: _release(
         svc, name, _spec({"a": _aggregate(kind, v, c)})),
     "spec filter": lambda svc, name, kind, v, c: _release(
         svc, name, _spec({"a": _aggregate(kind, "x", "x > 0.5")}, [c])),
     "sql": lambda svc, name, kind, v, c: _release(svc, name, _sql(name, [v], c)),
+    "sql join": lambda svc, name, kind, v, c: _release(svc, name, _sql(
+        name, [f"w * ({v})"], f"({c}) OR w > 1", join=JOINED)),
     "holdout": lambda svc, name, kind, v, c: _means(svc, name, [v, c]),
 }
 
@@ -317,6 +326,9 @@ def test_the_failing_functions_give_defined_values(service: Service) -> None:
         # BigQuery's LEFT reads as a typeof() the checker refuses: the SQL takes the others.
         lambda name: _release(service, name, _sql(name, [f for f in FAILING if "left(" not in f],
                                                   " AND ".join(conditions), EVERY_KIND)),
+        # Joined: each failing function times the public weight, on rows with a match or none.
+        lambda name: _release(service, name, _sql(name, [f"w * ({f})" for f in FAILING if "left(" not in f],
+                                                  " AND ".join(conditions), EVERY_KIND, JOINED)),
         lambda name: _means(service, name, [*FAILING, *conditions]),
     ]
     for request in requests:

@@ -133,3 +133,56 @@ def test_a_pickled_or_cloned_estimator_spends_from_the_same_ledger(tmp_path: Any
     assert restored.ledger.path == ledger.path and restored.ledger.budget == ledger.budget
     restored.fit(*xy())
     assert [s.label for s in ledger.history()] == ["fit GaussianNB"]
+
+
+@pytest.mark.parametrize(("cls", "public"), PUBLIC, ids=IDS)
+def test_fit_runs_blas_on_one_thread_and_restores_it(
+    monkeypatch: pytest.MonkeyPatch, cls: Any, public: dict[str, Any]
+) -> None:
+    """Multithreaded BLAS made fits 10x slower on a loaded 2-core machine: every fit runs on one thread."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from bayesdp.models.base import PrivateMixin
+
+    def blas_threads() -> set[int]:
+        return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+    seen: list[set[int]] = []
+    spend = PrivateMixin._spend
+
+    def recorded(self: Any, guarantee: Any) -> Any:
+        seen.append(blas_threads())
+        return spend(self, guarantee)
+
+    monkeypatch.setattr(PrivateMixin, "_spend", recorded)
+    x, y = xy()
+    with threadpool_limits(2, user_api="blas"):
+        cls(epsilon=1.0, **public).fit(x, y)
+        assert blas_threads() == {2}
+    assert seen == [{1}]
+
+
+def test_output_perturbation_refuses_a_default_C_before_spending(tmp_path: Any) -> None:
+    """No public C serves every table (the one whose noise had RMS norm 1/2 predicted Adult's
+    majority class at ε = 1): method="output" asks for C, and nothing is spent."""
+    x, y = xy()
+    ledger = bdp.Ledger(tmp_path / "budget.db", budget=bdp.Guarantee(1.0, delta=1e-5))
+    est = LogisticRegression(method="output", data_norm=2.0, classes=[0, 1], ledger=ledger)
+    with pytest.raises(InvalidParameter, match=r"C=None is not allowed.*method='output'"):
+        est.fit(x, y)
+    assert ledger.history() == []
+    est.set_params(C=0.5).fit(x, y)
+    assert est.C_ == 0.5 and ledger.history()[-1].guarantee == est.guarantee
+
+
+def test_coef_interval_after_a_frame_fit_warns_nothing() -> None:
+    """coef_interval reads no rows: fitted on a DataFrame, it must not warn about feature names."""
+    pd = pytest.importorskip("pandas")
+    x, _ = xy()
+    frame = pd.DataFrame(x, columns=["a", "b", "c"])
+    model = LinearRegression(epsilon=1.0, bounds_X=(0, 1), bounds_y=(0, 1), rng=bdp.rng_for_tests(1))
+    model.fit(frame, x[:, 0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lower, upper = model.coef_interval()
+    assert lower.shape == upper.shape == (4,)

@@ -45,3 +45,13 @@ def test_accuracy_spends_before_returning(tmp_path: Path) -> None:
         accuracy(model, x, y, epsilon=0.6, ledger=ledger, rng=bdp.rng_for_tests(3))
     with pytest.raises(InvalidParameter, match="epsilon"):
         accuracy(model, x, y, epsilon=-1)
+
+
+def test_accuracy_shares_a_replace_one_ledger_with_the_estimators(tmp_path: Path) -> None:
+    """A replace-one ledger is charged the restatement 2ε, as an estimator's fit is, not refused."""
+    model, x, y = fitted()
+    ledger = bdp.Ledger(tmp_path / "r.db", budget=bdp.Guarantee(3.0, relation="replace_one"))
+    GaussianNB(epsilon=1.0, bounds=(0, 1), classes=[0, 1], ledger=ledger).fit(x, y)
+    score = accuracy(model, x, y, epsilon=0.25, ledger=ledger, rng=bdp.rng_for_tests(4))
+    assert score.guarantee == bdp.Guarantee(0.5, relation="replace_one")
+    assert [h.guarantee.epsilon for h in ledger.history()] == [2.0, 0.5]

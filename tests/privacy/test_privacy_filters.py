@@ -172,6 +172,32 @@ def test_a_ledger_names_its_filter_in_what_it_reports(tmp_path):
     assert "basic composition filter (Rogers, Roth, Ullman & Vadhan 2016)" in str(basic.spent())
 
 
+def test_a_ledger_says_what_share_of_its_budget_each_filter_has_used(tmp_path):
+    # The share is in the filter's own sums, which add up where ε does not (zCDP: Σρ).
+    basic = Ledger(tmp_path / "b.db", budget=Guarantee(1.0, delta=1e-6))
+    assert basic.used() == 0.0 and basic.count() == 0
+    basic.spend(Guarantee(0.25), "a")
+    assert basic.used() == 0.25
+    basic.spend(Guarantee(0.25, delta=6e-7), "b")
+    assert basic.used() == pytest.approx(0.6, rel=1e-12) and basic.count() == 2  # δ: 0.6 of it
+    zcdp = Ledger(tmp_path / "z.db", budget=Guarantee.zcdp(1.0, delta=1e-6), accounting="zcdp")
+    zcdp.spend(Guarantee.zcdp(0.3, delta=1e-6), "a")
+    assert zcdp.used() == pytest.approx(0.3, rel=1e-12)
+    assert zcdp.spent().epsilon / zcdp.budget.epsilon > 0.45  # ε would say almost half is gone
+    gdp = Ledger(tmp_path / "g.db", budget=Guarantee(1.0, delta=0.1269367375066439), accounting="gdp")
+    gdp.spend(gauss(2.0), "a")  # μ = 0.5 of a budget μ = 1: a quarter of Σμ²
+    assert gdp.used() == pytest.approx(0.25, rel=1e-9)
+    advanced = Ledger(tmp_path / "a.db", budget=Guarantee(1.0, delta=1e-6), accounting="advanced")
+    advanced.spend(Guarantee(0.1), "a")
+    assert advanced.used() == pytest.approx(0.01 / advanced.filter.variance, rel=1e-12)
+    with pytest.raises(BudgetExceeded):
+        while True:
+            advanced.spend(Guarantee(0.1), "more")
+    assert 1 - 0.01 / advanced.filter.variance < advanced.used() <= 1
+    assert advanced.count() == len(advanced.history())
+    assert filter_for("basic", Guarantee(1.0)).used_of((0.0, 1e-9, 0.0, 1.0)) == 1.0  # δ of a pure budget
+
+
 # -- an adaptive adversary, exactly ------------------------------------------------------
 
 UNIT = 0.01  # the adversary asks for ε = 0.01 or 0.02, so privacy losses are exact multiples
@@ -241,3 +267,136 @@ def test_the_halting_rule_keeps_the_budget_for_an_adaptive_adversary(rule, budge
     assert _delta(law, budget.epsilon) <= budget.delta
     # the same adversary unfiltered for as many rounds breaks the budget: the check can fail
     assert _delta(_loss_laws(None, rounds), budget.epsilon) > budget.delta + 1e-8
+
+
+# -- the papers' statements on concrete figures ------------------------------------------
+
+
+def _rruv_halts(spends, budget, log_in_h):
+    """Rogers, Roth, Ullman & Vadhan 2016, Thm 5.1, their advanced-composition filter: halt if
+    Σδ > δ_g/2 or K > ε_g, K = Σε(e^ε − 1)/2 + √((Σε² + H)(2 + ln(Σε²/H + 1)) ln(2/δ_g)), H =
+    ε_g²/(28.04 ln(c/δ_g)); the conference version has c = 1, arXiv v2 c = 2 (both checked)."""
+    eg, dg = budget.epsilon, budget.delta
+    squares = math.fsum(g.epsilon ** 2 for g in spends)
+    h = eg * eg / (28.04 * math.log(log_in_h / dg))
+    k = (math.fsum(g.epsilon * math.expm1(g.epsilon) / 2 for g in spends)
+         + math.sqrt((squares + h) * (2 + math.log(squares / h + 1)) * math.log(2 / dg)))
+    return math.fsum(g.delta for g in spends) > dg / 2 or k > eg
+
+
+def _steps(admits, e0, limit=100_000):
+    """How many ε₀-DP steps a halting rule lets through (it only grows with the steps)."""
+    lo, hi = 0, limit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if admits([Guarantee(e0)] * mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+@pytest.mark.parametrize("e0", [0.2, 0.05, 0.01, 0.001])
+def test_whitehouse_et_al_filter_admits_more_than_rogers_et_al_and_basic_only_for_many_steps(e0):
+    """Whitehouse, Ramdas, Rogers & Wu 2023 (Thm 3.2) improve on the advanced-composition filter
+    of Rogers, Roth, Ullman & Vadhan 2016 (Thm 5.1): at the same budget it lets through at least
+    as many ε₀-DP steps. Against the basic filter (RRUV 2016: k·ε₀ ≤ ε_g) both pay a √ln(1/δ)
+    factor, so basic wins for a few large steps and loses for many small ones: under (1, 1e-6)
+    basic admits 5 steps of 0.2, Thm 3.2 none (one step alone is bound to 1.0974); 20 of 0.05
+    against 13; at 0.001 basic admits 1,000 and Thm 3.2 33,323 (Σε₀² ≤ 0.0333234)."""
+    budget = Guarantee(1.0, delta=1e-6)
+    whitehouse = _steps(AdvancedFilter(budget).admits, e0)
+    basic = _steps(BasicFilter(budget).admits, e0)
+    for c in (1, 2):
+        rruv = _steps(lambda spends, c=c: not _rruv_halts(spends, budget, c), e0)
+        assert rruv <= whitehouse
+    assert basic == round(1 / e0)
+    expected = {0.2: 0, 0.05: 13, 0.01: 333, 0.001: 33_323}[e0]
+    assert whitehouse == expected
+    assert (whitehouse > basic) == (e0 <= 0.01)
+    assert AdvancedFilter(budget).bound(0.04) == pytest.approx(1.0974, abs=1e-4)
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 0.5, 0.99])
+@pytest.mark.parametrize("k", [10, 1000, 100_000])
+def test_advanced_filter_admits_what_dwork_roth_corollary_3_21_allows_in_advance(epsilon, k):
+    """Dwork & Roth 2014, Cor. 3.21: for 0 < ε < 1, k mechanisms each (ε', δ')-DP with ε' =
+    ε/(2√(2k ln(1/δ))) compose to (ε, kδ' + δ)-DP when k is fixed in advance. The filter of
+    Whitehouse et al. 2023 (Thm 3.2) with budget (ε, kδ' + δ), δ = kδ' = 1e-6, admits the same
+    k steps chosen adaptively, and refuses k steps of 2ε': the corollary sits within a factor 2
+    of the filter's edge."""
+    slack = 1e-6
+    step = epsilon / (2 * math.sqrt(2 * k * math.log(1 / slack)))
+    f = AdvancedFilter(Guarantee(epsilon, delta=2 * slack))
+    assert f.slack == slack
+    assert f.admits([Guarantee(step, delta=slack / k)] * k)
+    assert not f.admits([Guarantee(2 * step)] * k)
+
+
+@pytest.mark.parametrize("mu", [0.5, 1.0, 2.0])
+@pytest.mark.parametrize("epsilon", [0.0, 0.5, 1.0, 3.0])
+def test_gdp_delta_is_dong_roth_su_corollary_2_13_as_dp_accounting_computes_it(mu, epsilon):
+    """δ(ε) of μ-GDP (Dong, Roth & Su 2022, Cor. 2.13) is the Gaussian mechanism's with σ/Δ =
+    1/μ (their Thm 2.7): dp-accounting's closed form for that mechanism, an independent code."""
+    from dp_accounting.pld.privacy_loss_mechanism import GaussianPrivacyLoss
+
+    loss = GaussianPrivacyLoss(standard_deviation=1 / mu, sensitivity=1.0)
+    assert gdp_delta(epsilon, mu) == pytest.approx(loss.get_delta_for_epsilon(epsilon), rel=1e-9)
+
+
+@pytest.mark.parametrize("k", [1, 10, 100])
+def test_gdp_filter_admits_exactly_the_smallest_gaussian_noise_dp_accounting_finds(k):
+    """Under a budget (1, 1e-5) the GDP filter (Smith & Thakurta 2022, Thm 1; μ composes as
+    √Σμ², Dong, Roth & Su 2022, Cor. 3.3) admits k Gaussian spends at the smallest σ for which
+    dp-accounting finds k non-adaptive queries (1, 1e-5)-DP, σ = 3.7306·√k (the analytic
+    Gaussian of Balle & Wang 2018 for k = 1), and refuses them 1e-6 below it."""
+    from dp_accounting.pld import accountant, common
+
+    budget = Guarantee(1.0, delta=1e-5)
+    sigma = accountant.get_smallest_gaussian_noise(common.DifferentialPrivacyParameters(1.0, 1e-5), k)
+    assert sigma / math.sqrt(k) == pytest.approx(3.7306, abs=1e-4)
+    f = GdpFilter(budget)
+    assert f.admits([gauss(sigma * (1 + 1e-9))] * k)
+    assert not f.admits([gauss(sigma * (1 - 1e-6))] * k)
+
+
+def test_gdp_filter_total_is_dp_accounting_pld_of_the_same_gaussians_fixed_in_advance():
+    """Heterogeneous Gaussian spends, Δ/σ = 1/2, 1/2, 1/4: √Σμ² = √(9/16) = 0.75
+    (Dong, Roth & Su 2022, Cor. 3.3); its ε at δ = 1e-6 (Cor. 2.13) is what dp-accounting's PLD
+    composition of the same mechanisms gives when they are fixed in advance (within the PLD's
+    discretization, which errs up)."""
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    sigmas = [2.0, 2.0, 4.0]
+    spends = [gauss(s) for s in sigmas]
+    f = GdpFilter(Guarantee(3.0, delta=1e-6))
+    total = f.total(spends)
+    assert total.bound.startswith("μ=0.75-GDP") and total.rho == 0.75**2 / 2
+    pld = None
+    for s in sigmas:
+        part = pld_lib.from_gaussian_mechanism(s, value_discretization_interval=1e-5)
+        pld = part if pld is None else pld.compose(part)
+    eps = pld.get_epsilon_for_delta(1e-6)
+    assert eps - 1e-3 <= total.epsilon <= eps
+
+
+@pytest.mark.parametrize("rho", [0.01, 0.125, 0.5, 2.0])
+def test_zcdp_filter_total_is_the_renyi_conversion_of_feldman_zrnic_at_its_best_order(rho):
+    """A ρ-zCDP interaction is (α, αρ)-RDP at every order α (Feldman & Zrnic 2021, Thm 3.1, the
+    filter at each α), hence (αρ + ln(1/δ)/(α − 1), δ)-DP (Mironov 2017, Prop. 3), whose best α
+    gives ρ + 2√(ρ ln 1/δ) (Bun & Steinke 2016, Prop. 1.3); the filter reports the tighter
+    ε of CKS 2020 (Prop. 12), which dp-accounting's RDP accountant reproduces on a fine grid of
+    orders from the same Gaussian spends (RDP α/2σ², Mironov 2017, Prop. 7)."""
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp
+
+    delta = 1e-6
+    sigma = math.sqrt(1 / (2 * rho / 4))  # four spends of ρ/4 each
+    total = ZcdpFilter(Guarantee(10.0, delta=delta)).total([gauss(sigma)] * 4)
+    assert total.rho == pytest.approx(rho, rel=1e-12)
+    mironov = min(a * rho + math.log(1 / delta) / (a - 1) for a in np.linspace(1.001, 2000, 400_000))
+    assert mironov == pytest.approx(rho + 2 * math.sqrt(rho * math.log(1 / delta)), rel=1e-5)
+    acc = rdp.RdpAccountant(orders=list(np.linspace(1.001, 400, 200_000)))
+    acc.compose(dp_event.GaussianDpEvent(sigma), 4)
+    assert total.epsilon < mironov
+    assert total.epsilon == pytest.approx(acc.get_epsilon(delta), rel=1e-6)

@@ -1,6 +1,7 @@
 """Guarantee: validation, printing, group privacy, neighbour relations, `+`."""
 
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -78,6 +79,12 @@ def test_group_privacy():
     assert g3.delta <= 3 * math.exp(1.0) * 1e-6
     assert g3.unit == "group of 3 rows" and g3.noise == ()
     assert g.group(4, unit="household").unit == "household"
+    person = replace(g, unit="person")
+    assert person.group(3, plural="people").unit == "group of 3 people"
+    assert person.group(3).unit == "person group of size 3"  # no plural guessed ("persons")
+    assert replace(g, unit="family").group(2).unit == "family group of size 2"
+    with pytest.raises(InvalidParameter, match="plural"):
+        person.group(3, plural="")
     assert g.group(1) == g
     assert Guarantee.zcdp(0.1, delta=1e-6).group(3).rho == pytest.approx(0.9, rel=1e-15)
     assert Guarantee(0.0, delta=1e-3).group(5).delta == pytest.approx(5e-3, rel=1e-15)

@@ -1,7 +1,9 @@
 """Ledger: atomic spends, accounting, concurrent processes, SIGKILL, and files it must refuse."""
 
 import contextlib
+import dataclasses
 import hashlib
+import json
 import multiprocessing
 import os
 import signal
@@ -53,6 +55,15 @@ def test_refused_spend_records_nothing_and_names_what_remains(tmp_path):
         led.spend(Guarantee(0.5), "b")
     assert [h.label for h in led.history()] == ["a"]
     led.spend(Guarantee(0.25), "c")  # exactly the rest is allowed
+
+
+def test_a_pure_epsilon_budget_says_it_refuses_a_spends_delta(tmp_path):
+    led = Ledger(tmp_path / "l.db", budget=Guarantee(3.0))
+    with pytest.raises(BudgetExceeded, match=r"remaining: ε=3 per row.*allows no δ, and the spend has δ > 0"):
+        led.spend(Guarantee(0.5, delta=1e-12), "fit")
+    with pytest.raises(BudgetExceeded) as refused:
+        led.spend(Guarantee(4.0), "too much")
+    assert "δ" not in str(refused.value).split("remaining")[1]
 
 
 def test_zcdp_accounting_beats_basic(tmp_path):
@@ -173,6 +184,7 @@ def _corrupt_ledger(path):
     led = Ledger(path, budget=Guarantee(100.0))
     for i in range(200):
         led.spend(Guarantee(0.1), f"spend number {i} " + "x" * 40)
+    led.close()  # the last connection checkpoints every page into the file: none is left in the -wal
     data = bytearray(path.read_bytes())
     assert len(data) > 3 * 4096
     data[2 * 4096 : 2 * 4096 + 300] = b"\xff" * 300  # clobber a b-tree page header and cells
@@ -286,6 +298,7 @@ def test_sigkill_leaves_no_half_spend_and_no_unrecorded_release(tmp_path, delay)
         assert len(recorded) - len(released) <= rnd + 1  # at most one unreleased spend per kill
         assert len(set(recorded)) == len(recorded) >= 5 * (rnd + 1)
         assert all(h.guarantee == Guarantee(1e-3) for h in history)
+        assert Ledger(path).spent() == compose(h.guarantee for h in history)  # running sums too
     os.close(fd)
 
 
@@ -462,3 +475,58 @@ def test_a_full_disk_is_said_so_and_records_nothing(tmp_path):
     spent = len(ledger.history())
     ledger.close()
     assert len(Ledger(tmp_path / "l.db").history()) == spent
+
+
+GAUSS = Guarantee(1e-3, delta=1e-10, noise=(Noise("gaussian", scale=1e4, sensitivity=1.0),))
+
+
+def _recorded_without_running_sums(path, n):
+    """`n` spends of GAUSS written as rows only, as a bayesdp that kept no running sums did."""
+    noise = json.dumps([dataclasses.asdict(x) for x in GAUSS.noise])
+    with sqlite3.connect(path) as conn:
+        conn.executemany(
+            "INSERT INTO spends (label, time, epsilon, delta, rho, relation, unit, noise)"
+            " VALUES (?, ?, ?, ?, NULL, 'add_remove', 'row', ?)",
+            [(f"old {i}", 0.0, GAUSS.epsilon, GAUSS.delta, noise) for i in range(n)],
+        )
+    conn.close()
+
+
+def _sqlite_steps(led, guarantee):
+    """SQLite virtual-machine steps (in tens) that `led.spend(guarantee)` takes: rows read and
+    written, whatever the machine's load."""
+    steps = [0]
+
+    def tick():
+        steps[0] += 1
+        return 0
+
+    with led._connect() as conn:
+        conn.set_progress_handler(tick, 10)
+    try:
+        led.spend(guarantee, "counted")
+    finally:
+        with led._connect() as conn:
+            conn.set_progress_handler(None, 10)
+    return steps[0]
+
+
+@pytest.mark.parametrize("accounting", ["basic", "zcdp", "gdp", "advanced"])
+def test_a_spend_reads_as_much_after_2000_spends_as_after_10(tmp_path, accounting):
+    """A spend reads the filter's running sums, not the history: the work SQLite does for it
+    after 2,000 spends is within a b-tree level of the work after 10 (it grew 130-fold when each
+    spend read every row). Spends recorded by a bayesdp without running sums, before or after
+    them, are added in, and the sums decide exactly as math.fsum over the whole history."""
+    steps = {}
+    for n in (10, 2000):
+        led = Ledger(tmp_path / f"{n}.db", budget=Guarantee(100.0, delta=1e-3), accounting=accounting)
+        _recorded_without_running_sums(led.path, n)
+        led.spend(GAUSS, "first")  # adds the rows recorded without sums in, once
+        steps[n] = _sqlite_steps(led, GAUSS)
+        _recorded_without_running_sums(led.path, 3)  # an older bayesdp spends after the sums
+        history = [h.guarantee for h in led.history()]
+        assert len(history) == n + 5
+        assert led.spent() == led.filter.total(history)
+        assert led.remaining() == led.filter.remaining(history)
+        led.close()
+    assert steps[2000] <= 1.5 * steps[10], steps

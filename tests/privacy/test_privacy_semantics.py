@@ -154,7 +154,7 @@ def test_explain_states_the_delta_rule_and_composition():
     bad = Guarantee(0.1, delta=1e-6).explain(n=10**6)
     assert "no semantic guarantee follows" in bad and "δ ≪ ε²/n" in bad
     unknown = Guarantee(0.1, delta=1e-6, unit="patient").explain()
-    assert "ε²/n" in unknown and "9.06e+03 patients" in unknown
+    assert "ε²/n" in unknown and "9.06e+03 privacy units (each one patient)" in unknown
     assert "no number of records" in Guarantee(0.0, delta=1e-6).explain()
     assert "nothing bounds how often" in Guarantee(0.0, delta=1e-6).explain()
     # the rare-output caveat: Lemma 3.3(2) mass and the posterior at 2ε

@@ -286,6 +286,11 @@ def test_synthetic_data_is_released_once_then_free(server: Server) -> None:
     assert http.post("/v1/synthetic/visits").status_code == 404
     other = server.client(add_analyst(server.config_path, "other"))
     assert other.get("/v1/synthetic/people").status_code == 404
+    # The budget says when it was released and what it cost (the console charts every spend).
+    budgets = http.get("/v1/budget").json()["datasets"]
+    assert budgets["people"]["synthetic"] == {k: first.json()[k] for k in ("created", "guarantee")}
+    assert budgets["visits"]["synthetic"] is None
+    assert other.get("/v1/budget").json()["datasets"]["people"]["synthetic"] is None
 
 
 def test_openapi_and_docs(server: Server) -> None:

@@ -101,3 +101,12 @@ def test_demo_prints_the_url_and_a_working_token(tmp_path: Path) -> None:
         process.wait(timeout=30)
         assert process.stdout is not None
         process.stdout.close()
+
+
+def test_the_demo_says_what_each_column_holds(tmp_path: Path) -> None:
+    from bayesdp.serve.demo import demo_config
+
+    datasets = demo_config(tmp_path).datasets
+    described = {c.name: c.description for ds in datasets.values() for c in ds.columns.values()}
+    assert all(described.values()), [name for name, text in described.items() if not text]
+    assert described["meddol"] == "medical expenses in the year, in dollars"

@@ -47,6 +47,7 @@ timing = { pad = false }
 source = "visits.csv"
 privacy_unit = "user"
 unit_name = "person"
+unit_plural = "people"
 description = "Shop visits"
 max_groups_per_unit = 4
 max_rows_per_group = 2
@@ -68,7 +69,7 @@ spend = { bounds = [0, 10] }
 [datasets.people]
 source = "people.csv"
 privacy_unit = false
-budget = { epsilon = 3.0, delta = 1e-6 }
+budget = { epsilon = 3.0, delta = 1e-6, accounting = "zcdp" }
 synthetic = { epsilon = 1.0, delta = 1e-7, rows = 200 }
 [datasets.people.columns]
 shop = { domain = ["a", "b", "c"] }
@@ -329,14 +330,16 @@ def test_builder_filters_groups_quantile_label_and_the_preview(page: Page) -> No
     page.set(last + " .q", "0.9")
     page.set("#label", "spending <b>of</b> flagged <img src=x>")
     page.until(lambda: len(page.rows("#preview")) == 3 and page.ready("builder"))
-    # The ε slider spans what remains; numbers are written for people.
+    # The ε slider spans what remains; numbers are written for people, and counted as people.
+    first = page.js("return document.querySelector('#aggregates .kind').selectedOptions[0].text")
+    assert first == "number of people"
     assert page.el("#epsilon-range").get_attribute("max") == "6"
     assert page.js("return [num(10906.3), num(389.0, 'count'), num(3249, 'count_units'), num(0.012345)]") == [
         "10,910", "389", "3,249", "0.01235"]
     preview = page.rows("#preview")
     # A quantile's error is in quantile levels: shown as such, not in dollars.
     assert preview[2][0] == "q90_spend" and "percentiles" in preview[2][2]
-    assert preview[0][2].startswith("±") and "." not in preview[0][2]  # a count's error in whole persons
+    assert preview[0][2].startswith("±") and "." not in preview[0][2]  # a count's error in whole people
     cost = page.text("#builder-cost")
     assert "spends ε=0.5 per person" in cost and "% of what remains" in cost
 
@@ -383,7 +386,7 @@ def test_builder_filters_groups_quantile_label_and_the_preview(page: Page) -> No
     rid = page.js("return S.doc.id")
     page.until(lambda: all((page.d.downloads / f"{rid}.{ext}").is_file() for ext in ("json", "csv")))
     assert json.loads((page.d.downloads / f"{rid}.json").read_text())["id"] == rid
-    assert (page.d.downloads / f"{rid}.csv").read_text().startswith("shop,day,persons,persons_low")
+    assert (page.d.downloads / f"{rid}.csv").read_text().startswith("shop,day,people,people_low")
 
     # History: time, label, query; reopening shows the result again.
     page.set("#label", "")
@@ -395,7 +398,7 @@ def test_builder_filters_groups_quantile_label_and_the_preview(page: Page) -> No
     page.els("#history tbody tr")[1].find_element(By.TAG_NAME, "button").click()
     page.until(lambda: page.text("#result-title") == "Result: spending <b>of</b> flagged <img src=x>")
     assert "remaining ε=5," in page.text("#budget-text")
-    assert len(page.els("#spend-chart circle")) == 2
+    assert len(page.els("#spend-chart rect.bar")) == 2
     # The reopened release's report opens in a new tab.
     page.el("#report-button").click()
     page.until(lambda: len(page.d.window_handles) == 2)
@@ -472,12 +475,27 @@ def test_holdout_and_synthetic_data(page: Page) -> None:
     answers = page.rows("#holdout-answers")
     assert answers[0][0] == "spend > 5" and 0 <= float(answers[0][1]) <= 1
     assert "overflows left" in page.text("#holdout-text")
+    assert "of at most ε=" in page.text("#holdout-text")
+    assert "once all 5 overflows are used" in page.text("#holdout-text")
     assert not page.shown("#synthetic-card")  # visits offers none
     page.dataset("people")
     assert "200 synthetic rows" in page.text("#synthetic-text") and not page.shown("#synthetic-download")
     page.el("#synthetic-button").click()
     page.until(lambda: page.shown("#synthetic-download"))
-    assert "remaining ε=2," in page.text("#budget-text")
+    # Its spend is on the chart of what was spent, though it is not a release. People's budget is
+    # kept by the zCDP filter: what is spent is the filter's total, not the spend's own ε = 1.
+    page.until(lambda: len(page.els("#spend-chart rect.bar")) == 1)
+    spent = page.js("return S.budget.people.spent.epsilon")
+    assert 0 < spent < 0.95  # ρ of the spend at the budget's δ = 1e-6: ε ≈ 0.904
+    chart = page.el("#spend-chart svg").get_attribute("aria-label")
+    assert chart == ("On people, 1 spend of ε 1; spent under the zCDP / Rényi filter: ε "
+                     + page.js("return num(arguments[0])", spent) + " of 3")
+    text = page.text("#budget-text")
+    assert "The zCDP / Rényi filter (Feldman & Zrnic 2021, Thm 3.1) bounds the total" in text
+    assert "ε does not add up" in text and "in 1 spend;" in text
+    left = page.js("return document.querySelectorAll('#budgets meter')[2].getAttribute('aria-label')")
+    assert left == f"Budget left on people: {round(100 - 100 * page.js('return S.budget.people.used'))}% " \
+                   "(by the zCDP / Rényi filter)"
     page.el("#synthetic-download").click()
     page.until(lambda: (page.d.downloads / "people-synthetic.csv").is_file())
     assert len((page.d.downloads / "people-synthetic.csv").read_text().splitlines()) == 201

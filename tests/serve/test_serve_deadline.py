@@ -84,7 +84,7 @@ class Spends:
 def test_a_cut_off_spends_what_was_declared_once_and_the_work_can_no_longer_spend() -> None:
     spends = Spends()
     guarded = timing.GuardedLedger(spends)
-    guarded.cut_off("declared", "cut")
+    guarded.cut_off(["declared"], "cut")
     assert spends.labels == ["cut"]
     with pytest.raises(timing.Interrupted):
         guarded.spend("late", "work")
@@ -95,8 +95,60 @@ def test_a_cut_off_after_the_work_spent_spends_nothing_more() -> None:
     spends = Spends()
     guarded = timing.GuardedLedger(spends)
     guarded.spend("g", "work")
-    guarded.cut_off("declared", "cut")
+    guarded.cut_off(["declared"], "cut")
     assert spends.labels == ["work"]
+
+
+def test_a_cut_off_between_two_spends_spends_the_second() -> None:
+    """A release that learns bounds spends twice: cut off between them, it still costs both."""
+    spends = Spends()
+    guarded = timing.GuardedLedger(spends)
+    guarded.spend("bounds", "work")
+    guarded.cut_off(["bounds", "aggregates"], "cut")
+    assert spends.labels == ["work", "cut"]
+
+
+LEARNT = ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6, privacy_unit_column = user) "
+          "COUNT(*) AS n FROM visits")
+
+
+def test_a_cut_off_costs_the_same_wherever_it_stops_a_release_with_learnt_bounds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the work is when its deadline passes depends on the data (its time does): cut off
+    before any spend or between the learnt bounds' spend and the aggregates', the budget left is
+    that of a release that finished, so that it tells nothing of where the cut-off fell."""
+    config = load_config(write_service(tmp_path))
+    svc = Service(config, State(config))
+    spend = timing.GuardedLedger.spend
+    spent = []
+    for cut_at in (0, 1, None):  # before the first spend, before the second, never
+        token = svc.state.add_analyst(f"analyst{cut_at}")
+        analyst = next(a for a in svc.state.analysts() if token.split("_")[1] == a.id)
+        ledger = AuditedLedger(svc.state.ledger(analyst.id, "visits"), svc.state, "req_1")
+
+        def run(work: Any, seconds: Any, cut: Any, lanes: Any, cut_at: int | None = cut_at) -> Any:
+            made = []
+
+            def counted(self: timing.GuardedLedger, guarantee: Any, label: str) -> Any:
+                if len(made) == cut_at:
+                    cut()  # the deadline passes now: spends what is left, raises DeadlinePassed
+                made.append(label)
+                return spend(self, guarantee, label)
+
+            monkeypatch.setattr(timing.GuardedLedger, "spend", counted)
+            try:
+                return work()
+            finally:
+                monkeypatch.setattr(timing.GuardedLedger, "spend", spend)
+
+        monkeypatch.setattr(timing, "run_with_deadline", run)
+        try:
+            svc.release(config.datasets["visits"], {"sql": LEARNT}, ledger)
+        except timing.DeadlinePassed:
+            assert cut_at is not None
+        budget = ledger.ledger.spent()
+        spent.append((round(budget.epsilon, 12), budget.delta, len(ledger.ledger.history())))
+    assert spent[0] == spent[1] == spent[2], spent
 
 
 @pytest.fixture

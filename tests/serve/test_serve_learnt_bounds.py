@@ -3,6 +3,7 @@ release, and a preview says they are unknown until then instead of showing a pla
 
 from __future__ import annotations
 
+import json
 import re
 
 import pandas as pd
@@ -12,6 +13,7 @@ from serve_helpers import write_service
 from bayesdp.serve.config import load_config
 from bayesdp.serve.service import Service
 from bayesdp.serve.state import State
+from bayesdp.serve.wire import release_from_json
 
 LEARNT = ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6, privacy_unit_column = user, "
           "max_groups_contributed = 2) shop, COUNT(*) AS n, SUM(spend) AS total FROM {table} GROUP BY shop")
@@ -53,3 +55,23 @@ def test_a_preview_does_not_pretend_to_know_the_learnt_bounds(service: Service) 
     assert rows.loc["total", "epsilon"] == pytest.approx(0.25)
     assert rows.loc["total (bounds)", "epsilon"] == pytest.approx(0.25)
     assert doc["guarantee"]["epsilon"] == pytest.approx(1.0)
+
+
+def test_per_unit_sql_shows_the_analysts_expressions_never_internal_columns(service: Service) -> None:
+    """Each unit's values per group are columns of an internal table: previews and releases
+    describe them by what the analyst wrote, and the client rebuilds the release from that."""
+    sql = ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6, privacy_unit_column = user, "
+           "max_groups_contributed = 2) shop, COUNT(*) AS n, SUM(spend * 2) AS total, "
+           "STDDEV(spend, contribution_bounds_per_row => (0, 10)) AS sd FROM visits GROUP BY shop")
+    ds = service.config.datasets["visits"]
+    preview = service.preview(ds, {"sql": sql})
+    doc, _ = service.release(ds, {"sql": sql}, None)  # type: ignore[arg-type]
+    for shown in (preview, doc):
+        assert "bdp_" not in json.dumps(shown), shown
+    what = {row[0]: row[1] for row in preview["rows"]}
+    assert what["n"].startswith("sum('COUNT(*) per user', bounds learnt at release)")
+    assert what["total"].startswith("sum('SUM(spend * 2) per user', bounds learnt at release)")
+    assert what["sd"] == "std('spend', bounds=(0, 10))"
+    columns = {n: a["column"] for n, a in doc["plan"]["aggregates"].items()}
+    assert columns == {"n": "COUNT(*) per user", "total": "SUM(spend * 2) per user", "sd": "spend"}
+    assert "bdp_" not in release_from_json(doc).explain()

@@ -6,9 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from serve_helpers import add_analyst, write_service
 from starlette.testclient import TestClient
 
+from bayesdp.errors import InvalidParameter
 from bayesdp.privacy import Guarantee, Ledger
 from bayesdp.serve.app import create_app
 from bayesdp.serve.config import load_config
@@ -78,3 +80,22 @@ def test_a_ledger_created_naming_the_column_still_opens_and_keeps_counting(tmp_p
     assert budget["releases"] == 2
     assert budget["spent"]["epsilon"] == 1.5 and budget["remaining"]["epsilon"] == 1.5
     assert {budget[k]["unit"] for k in ("budget", "spent", "remaining")} == {"shopper"}
+
+
+def test_the_unit_name_is_used_as_given_and_its_plural_only_when_configured(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    config.write_text(config.read_text().replace('unit_name = "shopper"',
+                                                 'unit_name = "shopper"\nunit_plural = "customers"'))
+    token = add_analyst(config, "ann")
+    auth = {"Authorization": f"Bearer {token}"}
+    with TestClient(create_app(load_config(config))) as http:
+        released = http.post("/v1/releases", json={"dataset": "visits", "spec": SPEC}, headers=auth)
+        assert released.status_code == 201, released.text
+        datasets = {d["name"]: d for d in http.get("/v1/datasets", headers=auth).json()["datasets"]}
+    # δ > 0 without n: the guarantee says for how many units it means something, never "shoppers".
+    assert "privacy units (each one shopper)" in released.json()["explain"]
+    assert "shoppers" not in released.text
+    assert datasets["visits"]["unit_plural"] == "customers" and datasets["people"]["unit_plural"] is None
+    config.write_text(config.read_text().replace('unit_plural = "customers"', 'unit_plural = ""'))
+    with pytest.raises(InvalidParameter, match=r"datasets\.visits\.unit_plural"):
+        load_config(config)

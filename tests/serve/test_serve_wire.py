@@ -81,3 +81,19 @@ def test_a_sql_release_round_trips_its_derived_columns(tmp_path: Path) -> None:
     back = through_the_wire(release, {"sql": query}, {"epsilon": 1.0})
     assert_same_public_release(back, release)
     assert write_release_report(back, tmp_path / "r.html").read_text().startswith("<")
+
+
+def test_a_bigquery_per_unit_release_round_trips_its_sensitivities() -> None:
+    """Each unit's count, sum and mean move by one unit's bound whatever the rows a per-row
+    aggregate keeps: the rebuilt plan states the noise the release drew, not five rows' worth."""
+    meta = {"tables": {"visits": {"privacy_unit": "user", "columns": {"shop": {"keys": ["a", "b"]}}}}}
+    query = ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 2, delta = 1e-6, "
+             "privacy_unit_column = user, max_groups_contributed = 2) shop, "
+             "COUNT(*, contribution_bounds_per_group => (0, 3)) AS n, "
+             "SUM(spend, contribution_bounds_per_group => (0, 10)) AS total, "
+             "AVG(spend, contribution_bounds_per_group => (0, 10)) AS avg, "
+             "STDDEV(spend, contribution_bounds_per_row => (0, 10)) AS sd FROM visits GROUP BY shop")
+    release = bdp.sql(query, {"visits": visits()}, metadata=meta, rng=bdp.rng_for_tests(3))
+    assert release.plan.max_rows == 5  # STDDEV keeps up to 5 rows per unit and group
+    back = through_the_wire(release, {"sql": query}, {"epsilon": 2.0})
+    assert_same_public_release(back, release)

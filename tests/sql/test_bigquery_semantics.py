@@ -234,3 +234,16 @@ def test_a_query_the_aggregates_release_refuses_spends_nothing_on_its_bounds(pan
         assert ledger.spent().epsilon == 0
         said.append((type(info.value), info.value.public_message))
     assert said[0] == said[1]
+
+
+@pytest.mark.parametrize("group", ["bdp_v0", "BDP_V1", "bdp_j"])
+def test_a_column_named_like_an_internal_one_groups_as_any_other(panel, group):
+    # The per-unit table's own columns take names no column of the table starts with, so a
+    # group-by column of any name (the internal ones included) is grouped on, never refused.
+    renamed = panel.rename(columns={"g": group})
+    query = (CLAUSE + f"{group}, COUNT(*, contribution_bounds_per_group => (0, 10)) AS n, "
+             "AVG(x, contribution_bounds_per_group => (0, 15)) AS a, "
+             "PERCENTILE_CONT(x, 0.5, contribution_bounds_per_row => (0, 100)) AS p "
+             f"FROM panel GROUP BY {group}")
+    release = bdp.sql(query, {"panel": renamed}, rng=bdp.rng_for_tests(3)).to_pandas()
+    check(release.rename(columns={group: "g"}), bigquery(panel), ["n", "a"])

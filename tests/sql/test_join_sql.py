@@ -91,3 +91,17 @@ def test_metadata_max_rows_per_key_serves_joins_off_the_unit_and_is_ignored_on_i
     off = bdp.sql("SELECT COUNT(*) AS n FROM ratings AS r JOIN profiles AS p ON r.item = p.age",
                   SOURCES, metadata=meta, epsilon=1.0)
     assert list(off.to_pandas().columns) == ["n", "n_low", "n_high"]
+
+
+def test_metadata_max_rows_per_key_caps_a_public_tables_rows_per_join_key():
+    """A public table with more rows on a join key than its max_rows_per_key is refused from
+    the public table alone (a row with that key would join them all); within it, it joins."""
+    query = "SELECT COUNT(*) AS n FROM ratings JOIN items USING (item)"
+    doubled = pd.concat([ITEMS, ITEMS.head(1)], ignore_index=True)
+    for most, items, refused in ((1, ITEMS, False), (1, doubled, True), (2, doubled, False)):
+        meta = {"tables": {**META["tables"], "items": {**META["tables"]["items"], "max_rows_per_key": most}}}
+        if refused:
+            with pytest.raises(SqlError, match=r"more than 1 row\(s\) with the join key \(10,\)"):
+                bdp.sql(query, {**SOURCES, "items": items}, metadata=meta, epsilon=1.0)
+        else:
+            bdp.sql(query, {**SOURCES, "items": items}, metadata=meta, epsilon=1.0)

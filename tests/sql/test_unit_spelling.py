@@ -128,6 +128,37 @@ def test_sql_reads_other_columns_and_counts_the_unit_however_spelled(panel, dial
         pd.testing.assert_frame_equal(got, want, obj=query)
 
 
+# A public table keyed by the unit: joined on it, its columns are functions of the unit.
+JOINS = {
+    "using": "COUNT(*) FROM panel JOIN names USING ({u}) WHERE big = 1",
+    "on": "COUNT(*) FROM panel AS p JOIN names AS m ON m.state = p.{u} WHERE m.big = 1",
+    "on reversed": "m.big, COUNT(*) FROM panel AS p LEFT JOIN names AS m ON p.{u} = m.state GROUP BY m.big",
+    "on and": "COUNT(*) FROM panel AS p JOIN names AS m ON p.Region = m.region AND m.state = p.{u}",
+}
+
+
+@pytest.mark.parametrize("dialect", ["duckdb", "bigquery"])
+@pytest.mark.parametrize("join", list(JOINS))
+def test_sql_refuses_a_public_table_joined_on_the_unit_however_spelled(panel, dialect, join):
+    """The refusal names the unit, points at its reference and is the same on a neighbour."""
+    names = pd.DataFrame({UNIT: ["CA", "NY"], "region": ["west", "east"], "big": [1, 0]})
+    neighbour = pd.concat([panel, pd.DataFrame({UNIT: ["ZZ"], "Region": ["west"], "gsp": [1e9]})],
+                          ignore_index=True)
+    meta = {"tables": {**META["tables"], "names": {"public": True}}}
+    seed = sorted(JOINS).index(join) + (200 if dialect == "bigquery" else 300)
+    for u in spellings(seed, 4, '"' if dialect == "duckdb" else "`"):
+        query = _sql(dialect, JOINS[join].format(u=u.removeprefix("panel.")))
+        outcomes = []
+        for data in (panel, neighbour):
+            with pytest.raises(SqlError) as info:
+                translate(query, {"panel": data, "names": names}, metadata=meta,
+                          epsilon=1.0 if dialect == "duckdb" else None)
+            outcomes.append((str(info.value), info.value.span))
+        assert outcomes[0] == outcomes[1] and "privacy unit" in outcomes[0][0], (query, outcomes)
+        start, end = outcomes[0][1] or (0, 0)
+        assert query[start:end].lower().strip('"`').endswith(UNIT), (query, query[start:end])
+
+
 def test_builder_refuses_grouping_by_the_unit_however_spelled(panel):
     t = bdp.table(panel, UNIT)
     attempts = (lambda n: t.group_by(n), lambda n: t.group_by(["Region", n]),
@@ -205,6 +236,8 @@ def test_service_specs_resolve_names_and_never_reach_the_unit(service):
                    {"aggregates": {"x": {"kind": "sum", "column": f"CASE WHEN {u} = 'CA' THEN 1 ELSE 0 END",
                                          "bounds": [0, 1]}}},
                    {"aggregates": {"x": {"kind": "share", "condition": f"COALESCE({u}, '') = 'CA'"}}},
+                   {"aggregates": {"x": {"kind": "count_where", "indicator": f"{u} = 'CA'"}}},
+                   {"aggregates": {"x": {"kind": "count_where", "indicator": u}}},
                    {"where": f"CAST({u} AS VARCHAR) IN ('CA')"}]
         for spec in refused:
             with pytest.raises(InvalidParameter):

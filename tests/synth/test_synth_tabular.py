@@ -193,3 +193,20 @@ def test_table_projection_is_the_least_squares_point():
                    bounds=[(0, None)] * 6, constraints=cons, options={"ftol": 1e-14}).x
     np.testing.assert_allclose(got.ravel(), ref, atol=1e-6)
     assert got.min() >= 0
+
+
+def test_explain_says_when_the_full_table_was_measured(table, mst):
+    # 144 cells against n·ρ ≈ 90: AIM measures the whole table, and says so; MST's tree does not.
+    full = synthesize(table, 1.0, 1e-9, domain=DOMAIN, method="aim", rng=rng_for_tests(25))
+    text = full.explain()
+    assert "full contingency table of c0, c1, c2, c3, c4 (144 cells)" in text
+    assert "beyond the kept pairs" not in text
+    assert "full contingency table" not in mst.explain() and "beyond the kept pairs" in mst.explain()
+
+
+def test_explain_names_the_model_with_its_article(table, mst):
+    assert mst.explain().startswith("Synthetic rows from an MST model of 5 columns")
+    small = table.iloc[:500]
+    for method, words in (("aim", "an AIM model"), ("independent", "a model of independent columns")):
+        text = synthesize(small, 1.0, 1e-9, domain=DOMAIN, method=method, rng=rng_for_tests(26)).explain()
+        assert text.startswith(f"Synthetic rows from {words} of 5 columns"), text[:60]

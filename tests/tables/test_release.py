@@ -255,11 +255,12 @@ def test_a_release_without_groups_says_so_and_what_a_group_needs():
     df = pd.DataFrame({"u": np.arange(90), "county": np.arange(90)})
     q = bdp.table(df, "u").group_by("county").agg(n=bdp.count())
     with pytest.warns(UserWarning, match="no group was released: partition selection releases a "
-                                         "group with probability 1/2 when it has about 175 us"):
+                                         "group with probability 1/2 when it has about 175 privacy "
+                                         r"units \(each one u\)"):
         r = q.release(1.0, 1e-6, max_groups_per_unit=7, rng=rng_for_tests(1))
     assert len(r) == 0
     assert "No group was released: partition selection releases a group with probability 1/2 " \
-           "when it has about 175 us, and 95% at 207." in r.explain()
+           "when it has about 175 privacy units (each one u), and 95% at 207." in r.explain()
 
 
 def test_intervals_that_are_the_whole_bounds_are_named(tmp_path):

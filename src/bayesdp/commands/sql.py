@@ -65,5 +65,5 @@ def run(args: argparse.Namespace) -> int:
         sources = {name: engine_for(path, con).relation for name, path in paths.items()}
     t = translate(args.query, sources, metadata=args.metadata, epsilon=args.epsilon, delta=args.delta)
     if args.dry_run:
-        return show_preview(lambda: preview(t.query, t.learn, t.options), as_json=args.json)
+        return show_preview(lambda: preview(t.query, t.learn, t.options, shown=t.shown), as_json=args.json)
     return publish(args, lambda rng: release_translation(t, ledger=ledger, rng=rng), con)

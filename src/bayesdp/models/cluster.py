@@ -8,7 +8,15 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
 
 from bayesdp.errors import check_positive_int
-from bayesdp.models.base import PrivateMixin, check_epsilon, checked_X, feature_bounds, fitted, uniform
+from bayesdp.models.base import (
+    PrivateMixin,
+    check_epsilon,
+    checked_X,
+    feature_bounds,
+    fitted,
+    one_blas_thread,
+    uniform,
+)
 from bayesdp.models.moments import noisy_moments
 from bayesdp.noise import Rng
 from bayesdp.privacy import Guarantee, Ledger
@@ -44,6 +52,7 @@ class KMeans(PrivateMixin, ClusterMixin, TransformerMixin, BaseEstimator):
         self.ledger = ledger
         self.rng = rng
 
+    @one_blas_thread
     def fit(self, X: Any, y: Any = None) -> KMeans:
         eps = check_epsilon(self.epsilon)
         k = check_positive_int("n_clusters", self.n_clusters)

@@ -18,6 +18,7 @@ from bayesdp.models.base import (
     fitted,
     gaussian_vector,
     norm_bound,
+    one_blas_thread,
     rho_for,
 )
 from bayesdp.noise import Rng
@@ -53,6 +54,7 @@ class PCA(PrivateMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self.ledger = ledger
         self.rng = rng
 
+    @one_blas_thread
     def fit(self, X: Any, y: Any = None) -> PCA:
         eps, delta = check_approx(self.epsilon, self.delta)
         X = checked_X(self, X, reset=True)

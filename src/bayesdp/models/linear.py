@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.stats import norm
+from scipy.linalg import cho_solve
+from scipy.stats import chi2
 from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils.validation import check_is_fitted
 
 from bayesdp.errors import DataError, check_open_unit
 from bayesdp.models.base import (
@@ -18,15 +21,17 @@ from bayesdp.models.base import (
     feature_bounds,
     fitted,
     gaussian_vector,
+    one_blas_thread,
     rho_for,
     target_bounds,
 )
 from bayesdp.noise import Rng
 from bayesdp.privacy import Ledger
 
-# ρ shares of λ_min, XᵀX, Xᵀy and yᵀy: the two scalars only set the ridge and the residual
-# variance, so most of the budget goes to the statistics the coefficients are built from.
-SHARES = (0.1, 0.4, 0.4, 0.1)
+# ρ shares of λ_min, XᵀX and Xᵀy: the scalar only sets the ridge, so most of the budget goes to
+# the statistics the coefficients are built from; XᵀX's noise also decides whether
+# `coef_interval` is bounded, so it gets the larger share.
+SHARES = (0.1, 0.5, 0.4)
 FAILURE = 0.05  # Wang 2018, Alg. 2's ρ: the ridge keeps XᵀX + λI well conditioned w.p. 1 - ρ
 
 
@@ -35,11 +40,12 @@ class LinearRegression(PrivateMixin, RegressorMixin, BaseEstimator):
 
     Features and target are clipped to their public bounds and mapped onto [-1, 1] by those
     bounds (a data-independent affine map), with a column of ones appended, so ‖x‖² <= d + 1 and
-    |y| <= 1. Four discrete Gaussian releases (zCDP, composed and stated at (ε, δ)): λ_min(XᵀX)
-    (sensitivity d+1), the upper triangle of XᵀX (L2 sensitivity d+1), Xᵀy (√(d+1)) and yᵀy (1).
+    |y| <= 1. Three discrete Gaussian releases (zCDP, composed and stated at (ε, δ)): λ_min(XᵀX)
+    (sensitivity d+1), the upper triangle of XᵀX (L2 sensitivity d+1) and Xᵀy (√(d+1)).
     The ridge is λ = max(0, σ_XX·√(p·ln(2p²/ρ)) − λ̃_min) with λ̃_min = max(λ̂_min − σ_λ√ln(6/δ), 0),
     p = d + 1, as in Alg. 2 with bayesdp's calibrated σ in place of √ln(6/δ)/(ε/3)·‖X‖².
-    `coef_interval` gives normal intervals for the coefficients (see there).
+    `coef_interval` gives intervals that hold the table's least-squares coefficients with probability
+    at least 1 − α whatever the table, unbounded where the noise hides the design (see there).
     """
 
     def __init__(
@@ -61,6 +67,7 @@ class LinearRegression(PrivateMixin, RegressorMixin, BaseEstimator):
         self.ledger = ledger
         self.rng = rng
 
+    @one_blas_thread
     def fit(self, X: Any, y: Any) -> LinearRegression:
         eps, delta = check_approx(self.epsilon, self.delta)
         X, y = checked_Xy(self, X, y, reset=True, y_numeric=True)
@@ -85,11 +92,9 @@ class LinearRegression(PrivateMixin, RegressorMixin, BaseEstimator):
         m_lam = gaussian_vector(rho * SHARES[0], float(p), 1)
         m_xx = gaussian_vector(rho * SHARES[1], float(p), iu[0].size)
         m_xy = gaussian_vector(rho * SHARES[2], math.sqrt(p), p)
-        m_yy = gaussian_vector(rho * SHARES[3], 1.0, 1)
         lam_hat = float(m_lam.release(np.linalg.eigvalsh(gram)[:1], rng=rng)[0])
         upper = m_xx.release(gram[iu], rng=rng)
         xy = m_xy.release(xs.T @ ys, rng=rng)
-        yy = float(m_yy.release(np.array([ys @ ys]), rng=rng)[0])
         a = np.zeros((p, p))
         a[iu] = upper
         a = a + np.triu(a, 1).T
@@ -99,8 +104,11 @@ class LinearRegression(PrivateMixin, RegressorMixin, BaseEstimator):
         m = a[:k, :k] + ridge * np.eye(k)
         theta = np.linalg.lstsq(m, xy[:k], rcond=None)[0]
         t = self._back_transform(shift, scale, yscale, k)
-        self._stats = _Stats(a[:k, :k], theta, xy[:k], yy, float(a[-1, -1]), m_xx.scale, m_xy.scale, t)
         w = t @ theta
+        offset = np.zeros(t.shape[0])
+        if self.fit_intercept:
+            offset[-1] = yshift
+        self._stats = _Stats(a[:k, :k], xy[:k], m_xx.scale, m_xy.scale, t, offset)
         self.coef_ = w[: X.shape[1]]
         self.intercept_ = float(w[-1] + yshift) if self.fit_intercept else 0.0
         self.ridge_ = ridge
@@ -122,45 +130,61 @@ class LinearRegression(PrivateMixin, RegressorMixin, BaseEstimator):
         return np.asarray(X @ self.coef_ + self.intercept_)
 
     def coef_interval(self, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
-        """Normal (1 − α) intervals for coef_ (and intercept_, last): (lower, upper) arrays.
+        """(1 − α) intervals for the least-squares fit of the clipped rows: (lower, upper) arrays.
 
-        The ridge estimate θ = M⁻¹b̂ (M = Â + λI) is biased by −λM⁻¹θ*, which at small n·ε is
-        larger than its spread, so the intervals are centred on the unregularised θᵤ = Â⁻¹b̂ of
-        the same released statistics. Delta method: Cov ≈ Â⁻¹(σ̂²Â + σ_b²I + σ_A²(‖θᵤ‖²I + θᵤθᵤᵀ
-        − diag θᵤ²))Â⁻¹, summing the sampling variance (σ̂² = RSS/(n − p) from the noisy yᵀy, Xᵀy,
-        XᵀX and count) and the known noise on b̂ and on the symmetric Â. Each interval is then
-        widened to contain the released estimate. Post-processing: no further budget. An
-        approximation: it ignores the noise in σ̂² and in Â⁻¹ beyond first order.
+        The target is this table's ordinary least squares θ = A⁻¹b on the [-1, 1] scale, mapped to
+        coef_ (and intercept_, last), not a population parameter: the only randomness is the added
+        noise. For that θ, Âθ − b̂ = Eθ − e is Gaussian with covariance
+        Σ(θ) = σ_b²I + σ_A²(‖θ‖²I + θθᵀ − diag θ²) ⪯ (σ_b² + 2σ_A²‖θ‖²)I, so with probability 1 − α
+        θ lies in {θ : (Âθ − b̂)ᵀΣ(θ)⁻¹(Âθ − b̂) ≤ χ²_p(1 − α)} (test inversion: Casella & Berger
+        2002, Thm 9.2.2) and in D = {θ : ‖Âθ − b̂‖² ≤ χ²_p(1 − α)·(σ_b² + 2σ_A²‖θ‖²)}, which holds
+        it. Each interval is D's projection, so all hold at once. D is an ellipsoid when
+        ÂᵀÂ ≻ 2χ²σ_A²I, else unbounded, and then every interval is (−inf, inf): where the noise on
+        XᵀX hides its smallest eigenvalue, near-collinear tables with any coefficients are
+        consistent with the release, and intervals that are always finite cannot keep their
+        coverage on every table (Gleser & Hwang 1987). Each interval is widened to contain the
+        released estimate. Post-processing: no further budget. The discrete Gaussian on its grid
+        (2⁻²⁰ of the sensitivity) is treated as Gaussian.
         """
-        fitted(self, np.zeros((1, self.n_features_in_)))
+        check_is_fitted(self, "guarantee_")  # no rows to validate: a frame's feature names stay unchecked
         s = self._stats
         a = check_open_unit("alpha", alpha)
-        th = np.linalg.lstsq(s.gram, s.xy, rcond=None)[0]
-        rss = s.yy - 2 * th @ s.xy + th @ s.gram @ th
-        sigma2 = max(rss, 0.0) / max(s.n - th.size, 1.0)
-        ginv = np.linalg.pinv(s.gram)
-        inner = sigma2 * s.gram + s.sigma_xy**2 * np.eye(th.size)
-        inner += s.sigma_xx**2 * ((th @ th) * np.eye(th.size) + np.outer(th, th) - np.diag(th * th))
-        cov = s.t @ ginv @ inner @ ginv @ s.t.T
-        half = float(norm.ppf(1 - a / 2)) * np.sqrt(np.maximum(np.diag(cov), 0.0))
+        lower, upper = _ellipsoid_projection(s.gram, s.xy, s.sigma_xx, s.sigma_xy, s.t, a)
         estimate = np.append(self.coef_, self.intercept_) if self.fit_intercept else self.coef_
-        centre = s.t @ th + (estimate - s.t @ s.theta)  # the target's shift, as for the estimate
-        return np.minimum(centre - half, estimate), np.maximum(centre + half, estimate)
+        return np.minimum(lower + s.offset, estimate), np.maximum(upper + s.offset, estimate)
 
 
+def _ellipsoid_projection(
+    gram: np.ndarray, xy: np.ndarray, sigma_a: float, sigma_b: float, t: np.ndarray, alpha: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds of t·θ over D = {θ : ‖Âθ − b̂‖² ≤ c(σ_b² + 2σ_A²‖θ‖²)}, c = χ²_p(1 − α).
+
+    Expanded, D = {θ : (θ − m)ᵀM(θ − m) ≤ k} with M = ÂᵀÂ − 2cσ_A²I, m = M⁻¹Âᵀb̂ and
+    k = cσ_b² + mᵀMm − ‖b̂‖²; the range of a row tᵢ over it is tᵢm ± √(k·tᵢM⁻¹tᵢᵀ) (Cauchy–Schwarz
+    in the inner product of M). Unbounded (±inf) unless M is positive definite.
+    """
+    p = xy.size
+    c = float(chi2.ppf(1 - alpha, p))
+    m_mat = gram.T @ gram - 2 * c * sigma_a**2 * np.eye(p)
+    try:
+        chol = np.linalg.cholesky(m_mat)
+    except np.linalg.LinAlgError:  # M is not positive definite: D is unbounded
+        inf = np.full(t.shape[0], np.inf)
+        return -inf, inf
+    centre = cho_solve((chol, True), gram.T @ xy)
+    k = max(c * sigma_b**2 + centre @ m_mat @ centre - xy @ xy, 0.0)
+    half = np.sqrt(k * np.einsum("ij,ji->i", t, cho_solve((chol, True), t.T)))
+    return t @ centre - half, t @ centre + half
+
+
+@dataclass(frozen=True)
 class _Stats:
-    """The released statistics the intervals are computed from (post-processing only)."""
+    """The released statistics the intervals are computed from (post-processing only), the map
+    from the [-1, 1] scale to (coef_, intercept_) and the target's shift (the intercept's)."""
 
-    def __init__(
-        self,
-        gram: np.ndarray,
-        theta: np.ndarray,
-        xy: np.ndarray,
-        yy: float,
-        n: float,
-        sigma_xx: float,
-        sigma_xy: float,
-        t: np.ndarray,
-    ) -> None:
-        self.gram, self.theta, self.xy, self.yy, self.n = gram, theta, xy, yy, n
-        self.sigma_xx, self.sigma_xy, self.t = sigma_xx, sigma_xy, t
+    gram: np.ndarray
+    xy: np.ndarray
+    sigma_xx: float
+    sigma_xy: float
+    t: np.ndarray
+    offset: np.ndarray

@@ -19,6 +19,7 @@ from bayesdp.models.base import (
     fitted,
     laplace_vector,
     leak_warning,
+    one_blas_thread,
 )
 from bayesdp.models.moments import noisy_moments
 from bayesdp.noise import Rng
@@ -69,6 +70,7 @@ class GaussianNB(_NaiveBayes):
         self.ledger = ledger
         self.rng = rng
 
+    @one_blas_thread
     def fit(self, X: Any, y: Any) -> GaussianNB:
         eps = check_epsilon(self.epsilon)
         smoothing = check_nonnegative("var_smoothing", self.var_smoothing)
@@ -123,6 +125,7 @@ class CategoricalNB(_NaiveBayes):
         self.ledger = ledger
         self.rng = rng
 
+    @one_blas_thread
     def fit(self, X: Any, y: Any) -> CategoricalNB:
         eps = check_epsilon(self.epsilon)
         alpha = check_nonnegative("alpha", self.alpha)

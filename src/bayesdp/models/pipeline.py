@@ -28,6 +28,9 @@ class Pipeline(sklearn.pipeline.Pipeline):
     from the bound stays in the final step's parameters; a refit compares it with the new bound.
     """
 
+    # scikit-learn has no public hook between fitting the transformers and the final step; fit,
+    # fit_transform and fit_predict each call _fit there, so the bound is handed on here rather
+    # than in copies of those three methods (their routing, caching and callbacks change often).
     def _fit(self, X: Any, y: Any = None, *args: Any, **kwargs: Any) -> Any:
         Xt = super()._fit(X, y, *args, **kwargs)
         bound = None

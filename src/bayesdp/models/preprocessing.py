@@ -7,7 +7,14 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 
-from bayesdp.models.base import PrivateMixin, check_epsilon, checked_X, feature_bounds, fitted
+from bayesdp.models.base import (
+    PrivateMixin,
+    check_epsilon,
+    checked_X,
+    feature_bounds,
+    fitted,
+    one_blas_thread,
+)
 from bayesdp.models.moments import noisy_moments
 from bayesdp.noise import Rng
 from bayesdp.privacy import Guarantee, Ledger
@@ -42,6 +49,7 @@ class StandardScaler(PrivateMixin, OneToOneFeatureMixin, TransformerMixin, BaseE
         self.ledger = ledger
         self.rng = rng
 
+    @one_blas_thread
     def fit(self, X: Any, y: Any = None) -> StandardScaler:
         eps = check_epsilon(self.epsilon)
         X = checked_X(self, X, reset=True)

@@ -9,6 +9,7 @@ import numpy as np
 
 from bayesdp.errors import DataError, check_open_unit, check_positive
 from bayesdp.mechanisms import DiscreteLaplace
+from bayesdp.models.base import spend_in
 from bayesdp.noise import Rng
 from bayesdp.privacy import Guarantee, Ledger
 
@@ -35,6 +36,9 @@ def accuracy(
 ) -> Score:
     """The share of rows `model` predicts right, released with ε-DP (add/remove neighbours).
 
+    A `ledger` for replace-one neighbours is charged the restatement 2ε (see `spend_in`), which
+    `guarantee` then states, as for every estimator.
+
     The count of correct predictions c and the row count n each move by at most 1 when a row is
     added or removed, so the pair gets discrete Laplace noise of L1 sensitivity 2 (CKS 2020,
     Def. 2; Dwork 2006, Thm 2). The value is c̃/ñ clipped to [0, 1]. Each count is within its
@@ -49,10 +53,11 @@ def accuracy(
     if predicted.shape != labels.shape:
         raise DataError(f"accuracy: y has shape {labels.shape} but the predictions {predicted.shape}")
     mech = DiscreteLaplace(eps, sensitivity=2)
-    c, n = (float(v) for v in mech.release(np.array([int((predicted == labels).sum()), labels.size]),
-                                           ledger=ledger, rng=rng))
+    spent = spend_in(ledger, mech.guarantee, "score accuracy")
+    correct = int((predicted == labels).sum())
+    c, n = (float(v) for v in mech.release(np.array([correct, labels.size]), rng=rng))
     w = mech.interval(a / 2)
     value = min(max(c / n, 0.0), 1.0) if n > 0 else 0.5
     low = min(max((c - w) / (n + w), 0.0), 1.0) if n + w > 0 else 0.0
     high = min(max((c + w) / (n - w), 0.0), 1.0) if n - w > 0 else 1.0
-    return Score(value, interval=(low, high), guarantee=mech.guarantee)
+    return Score(value, interval=(low, high), guarantee=spent)

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 import numpy as np
 from sklearn.base import clone, is_classifier
+from sklearn.utils import _safe_indexing
 
 from bayesdp.errors import BudgetExhausted, DataError, check_positive, invalid
 from bayesdp.holdout import HoldoutAnswer, NaiveHoldout, ReusableHoldout
 from bayesdp.mechanisms import ReportNoisyMax
-from bayesdp.models.base import PrivateMixin
+from bayesdp.models.base import PrivateMixin, spend_in
 from bayesdp.noise import Rng, resolve_rng
 from bayesdp.privacy import Guarantee, Ledger
 from bayesdp.privacy.guarantee import check_compatible
@@ -123,30 +125,35 @@ def search(
     candidate guarantee (basic composition), whichever is chosen, so the amount spent does not
     depend on the choice. That total is spent before anything is returned: a refused spend
     raises BudgetExceeded and releases nothing. The candidates' own `ledger` is not used; no
-    score is reported (report-noisy-max releases only the index).
+    score is reported (report-noisy-max releases only the index). Every fit sees rows of X's own
+    type, so a model chosen on a frame keeps its `feature_names_in_`.
     """
     eps = check_positive("epsilon", epsilon)
     given = list(candidates)
     if not given or not all(isinstance(m, PrivateMixin) and is_classifier(m) for m in given):
         raise invalid("candidates", candidates, "a non-empty sequence of bayesdp classifiers")
     models = [clone(m).set_params(ledger=None) for m in given]
-    X, y = np.asarray(X), np.asarray(y)
+    y = np.asarray(y)
     if len(X) != len(y):
         raise DataError(f"search: X has {len(X)} rows but y has {len(y)}")
     gen = resolve_rng(rng)
     # Each fit draws independent noise: a fresh secure generator, or a child of the test generator.
     streams = [None] * (len(models) + 1) if rng is None else gen.spawn(len(models) + 1)
     part = gen.integers(0, len(models) + 1, len(y))
+    # Slices keep X's type (a frame keeps its column names, which the refit's feature_names_in_ holds).
+    slices = [np.flatnonzero(part == j) for j in range(len(models) + 1)]
     for j, model in enumerate(models):
-        model.set_params(rng=streams[j]).fit(X[part == j], y[part == j])
+        model.set_params(rng=streams[j]).fit(_safe_indexing(X, slices[j]), y[slices[j]])
     chooser = ReportNoisyMax(eps)
     costs = [m.guarantee for m in models]
     refit = _parallel(costs)
     total = _parallel([*costs, chooser.guarantee]) + refit
-    if ledger is not None:
-        ledger.spend(total, f"search among {len(models)} {type(models[0]).__name__} candidates")
-    valid = part == len(models)
-    correct = np.array([float((m.predict(X[valid]) == y[valid]).sum()) for m in models])
+    if ledger is not None:  # in the ledger's relation: a replace-one ledger is charged (2ε, (1 + e^ε)δ)
+        kinds = Counter(type(m).__name__ for m in models)
+        searched = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
+        spend_in(ledger, total, f"search among {len(models)} candidates ({searched})")
+    X_valid, y_valid = _safe_indexing(X, slices[-1]), y[slices[-1]]
+    correct = np.array([float((m.predict(X_valid) == y_valid).sum()) for m in models])
     best = chooser.select_index(correct, rng=gen)
     chosen = clone(given[best]).set_params(ledger=None, rng=streams[-1]).fit(X, y)
     if chosen.guarantee != costs[best]:  # every guarantee is a function of public parameters

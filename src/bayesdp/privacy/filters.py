@@ -34,7 +34,9 @@ from scipy.special import log_ndtr, ndtr
 
 from bayesdp.errors import InvalidParameter
 from bayesdp.privacy.accounting import guarantee_rho, zcdp_epsilon
-from bayesdp.privacy.guarantee import Guarantee, basic_composition
+from bayesdp.privacy.guarantee import Guarantee
+
+Sums = tuple[float, ...]  # a filter's running sums of what the spends charge
 
 PLD_REFUSED = (
     "accounting='pld' is not allowed for a ledger or a service budget: composing privacy-loss "
@@ -48,10 +50,12 @@ PLD_REFUSED = (
 
 
 class Filter(ABC):
-    """A valid privacy filter for a ledger's budget: its admission rule, total and headroom."""
+    """A valid privacy filter for a ledger's budget. Each rule reads a few running sums of what
+    every spend charges (`charge`), so a ledger keeps those sums instead of re-reading its history."""
 
     name = ""
     title = ""
+    width = 1  # how many sums `charge` adds to
 
     def __init__(self, budget: Guarantee) -> None:
         self.budget = budget
@@ -60,16 +64,53 @@ class Filter(ABC):
         """Refuse (InvalidParameter) a spend this filter cannot account for; nothing by default."""
 
     @abstractmethod
+    def charge(self, g: Guarantee) -> Sums:
+        """What one spend adds to each of this filter's running sums."""
+
+    @abstractmethod
+    def fits(self, sums: Sums) -> bool:
+        """Whether spends whose charges add up to `sums` fit the budget together."""
+
+    @abstractmethod
+    def total_of(self, sums: Sums) -> Guarantee:
+        """The running total of spends (at least one) whose charges add up to `sums`."""
+
+    @abstractmethod
+    def remaining_of(self, sums: Sums) -> Guarantee:
+        """The largest next spend the filter admits after `sums` (for ρ and μ filters: in ρ or μ)."""
+
+    @abstractmethod
+    def used_of(self, sums: Sums) -> float:
+        """The share of the budget that `sums` uses, in [0, 1], measured by what `fits` compares
+        (Σε, Σρ, Σμ², Σε²: each filter's own sums, which add up across spends where ε may not)."""
+
+    def sums(self, spends: Sequence[Guarantee]) -> Sums:
+        """The charges of `spends` added up exactly, then rounded once (math.fsum)."""
+        charges = [self.charge(g) for g in spends]
+        return tuple(math.fsum(c[i] for c in charges) for i in range(self.width))
+
     def admits(self, spends: Sequence[Guarantee]) -> bool:
         """Whether every spend in `spends` (the last one proposed) fits the budget together."""
+        return self.fits(self.sums(spends))
 
-    @abstractmethod
     def total(self, spends: Sequence[Guarantee]) -> Guarantee:
         """The running total of `spends` (not empty) under this filter."""
+        return self.total_of(self.sums(spends))
 
-    @abstractmethod
     def remaining(self, spends: Sequence[Guarantee]) -> Guarantee:
-        """The largest next spend the filter admits (for ρ and μ filters: in ρ or μ)."""
+        """The largest next spend the filter admits after `spends`."""
+        return self.remaining_of(self.sums(spends))
+
+    @property
+    def nothing(self) -> Sums:
+        """The sums before any spend."""
+        return (0.0,) * self.width
+
+    def nothing_spent(self) -> Guarantee:
+        """The total before any spend: zero, under this filter."""
+        b = self.budget
+        return Guarantee(0.0, delta=0.0, relation=b.relation, unit=b.unit, dependence=b.dependence,
+                         bound=f"under the {self.title}")
 
     def _bounded(self, g: Guarantee, detail: str = "") -> Guarantee:
         b = self.budget
@@ -83,20 +124,25 @@ class BasicFilter(Filter):
 
     name = "basic"
     title = "basic composition filter (Rogers, Roth, Ullman & Vadhan 2016)"
+    width = 4  # Σε, Σδ, Σρ, and how many spends state no ρ
 
-    def admits(self, spends: Sequence[Guarantee]) -> bool:
-        eps = math.fsum(g.epsilon for g in spends)
-        delta = math.fsum(g.delta for g in spends)
-        return eps <= self.budget.epsilon and delta <= self.budget.delta
+    def charge(self, g: Guarantee) -> Sums:
+        return (g.epsilon, g.delta, g.rho or 0.0, float(g.rho is None))
 
-    def total(self, spends: Sequence[Guarantee]) -> Guarantee:
-        return self._bounded(basic_composition(spends))
+    def fits(self, sums: Sums) -> bool:
+        return sums[0] <= self.budget.epsilon and sums[1] <= self.budget.delta
 
-    def remaining(self, spends: Sequence[Guarantee]) -> Guarantee:
+    def total_of(self, sums: Sums) -> Guarantee:
+        eps, delta, rho, unstated = sums
+        return self._bounded(Guarantee(eps, delta=delta, rho=None if unstated else rho))
+
+    def remaining_of(self, sums: Sums) -> Guarantee:
         b = self.budget
-        eps = math.fsum(g.epsilon for g in spends)
-        delta = math.fsum(g.delta for g in spends)
-        return self._bounded(Guarantee(max(0.0, b.epsilon - eps), delta=max(0.0, b.delta - delta)))
+        return self._bounded(Guarantee(max(0.0, b.epsilon - sums[0]),
+                                       delta=max(0.0, b.delta - sums[1])))
+
+    def used_of(self, sums: Sums) -> float:
+        return max(share(sums[0], self.budget.epsilon), share(sums[1], self.budget.delta))
 
 
 class ZcdpFilter(Filter):
@@ -122,17 +168,20 @@ class ZcdpFilter(Filter):
                 "accounting='advanced' or 'basic'"
             ) from None
 
-    def _used(self, spends: Sequence[Guarantee]) -> float:
-        return math.fsum(guarantee_rho(g) for g in spends)
+    def charge(self, g: Guarantee) -> Sums:
+        return (guarantee_rho(g),)
 
-    def admits(self, spends: Sequence[Guarantee]) -> bool:
-        return self._used(spends) <= self.rho
+    def fits(self, sums: Sums) -> bool:
+        return sums[0] <= self.rho
 
-    def total(self, spends: Sequence[Guarantee]) -> Guarantee:
-        return self._zcdp(self._used(spends))
+    def total_of(self, sums: Sums) -> Guarantee:
+        return self._zcdp(sums[0])
 
-    def remaining(self, spends: Sequence[Guarantee]) -> Guarantee:
-        return self._zcdp(max(0.0, self.rho - self._used(spends)))
+    def remaining_of(self, sums: Sums) -> Guarantee:
+        return self._zcdp(max(0.0, self.rho - sums[0]))
+
+    def used_of(self, sums: Sums) -> float:
+        return share(sums[0], self.rho)
 
     def _zcdp(self, rho: float) -> Guarantee:
         d = self.budget.delta
@@ -173,17 +222,20 @@ class GdpFilter(Filter):
             total += n.repetitions * (n.sensitivity / n.scale) ** 2
         return total
 
-    def _used(self, spends: Sequence[Guarantee]) -> float:
-        return math.fsum(self.mu_squared(g) for g in spends)
+    def charge(self, g: Guarantee) -> Sums:
+        return (self.mu_squared(g),)
 
-    def admits(self, spends: Sequence[Guarantee]) -> bool:
-        return self._used(spends) <= self.mu * self.mu
+    def fits(self, sums: Sums) -> bool:
+        return sums[0] <= self.mu * self.mu
 
-    def total(self, spends: Sequence[Guarantee]) -> Guarantee:
-        return self._gdp(math.sqrt(self._used(spends)))
+    def total_of(self, sums: Sums) -> Guarantee:
+        return self._gdp(math.sqrt(sums[0]))
 
-    def remaining(self, spends: Sequence[Guarantee]) -> Guarantee:
-        return self._gdp(math.sqrt(max(0.0, self.mu * self.mu - self._used(spends))))
+    def remaining_of(self, sums: Sums) -> Guarantee:
+        return self._gdp(math.sqrt(max(0.0, self.mu * self.mu - sums[0])))
+
+    def used_of(self, sums: Sums) -> float:
+        return share(sums[0], self.mu * self.mu)
 
     def _gdp(self, mu: float) -> Guarantee:
         d = self.budget.delta
@@ -202,6 +254,7 @@ class AdvancedFilter(Filter):
 
     name = "advanced"
     title = "advanced composition filter (Whitehouse, Ramdas, Rogers & Wu 2023, Thm 3.2)"
+    width = 2  # Σε², Σδ
 
     def __init__(self, budget: Guarantee) -> None:
         super().__init__(budget)
@@ -215,28 +268,36 @@ class AdvancedFilter(Filter):
         """The filter's ε for Σε_m² = `squares` (Whitehouse et al. 2023, Thm 3.2)."""
         return math.sqrt(2 * math.log(1 / self.slack) * squares) + squares / 2
 
-    def admits(self, spends: Sequence[Guarantee]) -> bool:
-        squares = math.fsum(g.epsilon * g.epsilon for g in spends)
-        delta = math.fsum(g.delta for g in spends)
-        return self.bound(squares) <= self.budget.epsilon and delta <= self.delta_share
+    def charge(self, g: Guarantee) -> Sums:
+        return (g.epsilon * g.epsilon, g.delta)
 
-    def total(self, spends: Sequence[Guarantee]) -> Guarantee:
-        squares = math.fsum(g.epsilon * g.epsilon for g in spends)
-        delta = math.fsum(g.delta for g in spends) + self.slack
-        return self._bounded(Guarantee(self.bound(squares), delta=min(delta, self.budget.delta)))
+    def fits(self, sums: Sums) -> bool:
+        return self.bound(sums[0]) <= self.budget.epsilon and sums[1] <= self.delta_share
 
-    def remaining(self, spends: Sequence[Guarantee]) -> Guarantee:
-        squares = math.fsum(g.epsilon * g.epsilon for g in spends)
-        delta = math.fsum(g.delta for g in spends)
-        eps = math.sqrt(max(0.0, self.variance - squares))
-        return self._bounded(Guarantee(eps, delta=max(0.0, self.delta_share - delta)),
+    def total_of(self, sums: Sums) -> Guarantee:
+        delta = min(sums[1] + self.slack, self.budget.delta)
+        return self._bounded(Guarantee(self.bound(sums[0]), delta=delta))
+
+    def remaining_of(self, sums: Sums) -> Guarantee:
+        eps = math.sqrt(max(0.0, self.variance - sums[0]))
+        return self._bounded(Guarantee(eps, delta=max(0.0, self.delta_share - sums[1])),
                              "the largest next spend")
+
+    def used_of(self, sums: Sums) -> float:
+        return max(share(sums[0], self.variance), share(sums[1], self.delta_share))
 
 
 FILTERS: dict[str, type[Filter]] = {
     f.name: f for f in (BasicFilter, ZcdpFilter, GdpFilter, AdvancedFilter)
 }
 ACCOUNTINGS: tuple[str, ...] = tuple(FILTERS)
+
+
+def share(used: float, capacity: float) -> float:
+    """`used` as a share of `capacity`, at most 1; of a capacity of 0, all of it once anything is used."""
+    if capacity <= 0:
+        return 1.0 if used > 0 else 0.0
+    return min(1.0, used / capacity)
 
 
 def budget_rho(b: Guarantee) -> float:

@@ -28,6 +28,7 @@ from bayesdp.privacy.semantics import SemanticPrivacy
 Relation = Literal["add_remove", "replace_one"]
 RELATIONS: tuple[str, ...] = ("add_remove", "replace_one")
 RELATION_NAMES = {"add_remove": "add/remove", "replace_one": "replace-one"}  # as printed
+KNOWN_PLURALS = {"row": "rows"}  # the plural of the library's own default unit
 
 
 @dataclass(frozen=True)
@@ -115,14 +116,20 @@ class Guarantee:
             return self
         return NotImplemented
 
-    def group(self, k: int, *, unit: str | None = None) -> Guarantee:
+    def group(self, k: int, *, unit: str | None = None, plural: str | None = None) -> Guarantee:
         """Any k units at once: kε, δΣ_{j<k}e^{jε} ≤ k·e^{(k−1)ε}·δ, k²ρ (Vadhan 2017, L. 2.2).
 
-        The ρ factor is Bun & Steinke 2016, Prop. 1.9. `unit` names the new privacy unit.
+        The ρ factor is Bun & Steinke 2016, Prop. 1.9. `unit` names the new privacy unit; by
+        default "group of k <plural>" with `plural` the unit's plural as configured (a service
+        dataset's `unit_plural`), never one guessed: without it, "<unit> group of size k".
         """
         k = check_positive_int("k", k)
+        if plural is not None and (not isinstance(plural, str) or not plural):
+            raise invalid("plural", plural, f"a non-empty string: the plural of unit {self.unit!r}")
         if unit is None:
-            unit = self.unit if k == 1 else f"group of {k} {self.unit}s"
+            plural = plural or KNOWN_PLURALS.get(self.unit)
+            unit = self.unit if k == 1 else \
+                f"group of {k} {plural}" if plural else f"{self.unit} group of size {k}"
         return self._scaled(k, unit=unit, relation=self.relation)
 
     def to_relation(self, relation: Relation) -> Guarantee:

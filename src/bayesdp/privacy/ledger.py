@@ -23,9 +23,15 @@ spend undetected in a main-file-only copy; a slow writer can lower the mark a co
 raised (the mark only ever errs low, so it never rejects a sound file).
 
 The budget is a privacy filter (`bayesdp.privacy.filters`): it holds although each spend is
-chosen after seeing the answers to the earlier ones. Files written with the former "pld"
-accounting (not a valid filter under such choices) open read-only until `migrate()` moves
-them to a filter that admits every spend they hold.
+chosen after seeing the answers to the earlier ones. A filter reads only a few running sums of
+what the spends charge; the ledger keeps them in its meta table (key "totals", with the id of the
+last spend they cover), updated in each spend's transaction, so a spend reads O(1) rows whatever
+the history. The sums are exact fractions, rounded once when read, so they decide exactly as
+math.fsum over the whole history would. Spends recorded after the stored sums (by a bayesdp that
+kept none) are added in on the next read, so files need no migration either way.
+
+Files written with the former "pld" accounting (not a valid filter under such choices) open
+read-only until `migrate()` moves them to a filter that admits every spend they hold.
 """
 
 from __future__ import annotations
@@ -39,12 +45,13 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import KW_ONLY, asdict, dataclass, replace
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
 from bayesdp.errors import BudgetExceeded, DiskFull, InvalidParameter, LedgerError, invalid
 from bayesdp.privacy.dependence import Dependence
-from bayesdp.privacy.filters import ACCOUNTINGS, FILTERS, PLD_REFUSED, Filter, filter_for
+from bayesdp.privacy.filters import ACCOUNTINGS, FILTERS, PLD_REFUSED, Filter, Sums, filter_for
 from bayesdp.privacy.guarantee import Guarantee, check_compatible
 from bayesdp.privacy.noise import Noise
 
@@ -55,6 +62,7 @@ FORMAT = "1"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BUSY_TIMEOUT_S = 60.0
 USER_VERSION_OFFSET = 60  # SQLite file header: the 4-byte big-endian user_version
+TOTALS = "totals"  # the meta key of the filter's running sums (see the module)
 # One descriptor per ledger file for the header writes, kept open for the process's life:
 # closing any descriptor of a file drops every POSIX lock the process holds on it, SQLite's too.
 _HEADER_FDS: dict[tuple[int, int], int] = {}
@@ -85,6 +93,41 @@ class Spend:
     time: float
     guarantee: Guarantee
     bound: str = ""
+
+
+@dataclass(frozen=True)
+class Totals:
+    """A filter's running sums through spend `through` (0: no spend), each exact: every charge
+    is a float, so a Fraction holds their sum without rounding."""
+
+    accounting: str
+    through: int
+    sums: tuple[Fraction, ...]
+
+    @classmethod
+    def empty(cls, rule: Filter) -> Totals:
+        return cls(rule.name, 0, (Fraction(0),) * rule.width)
+
+    @classmethod
+    def load(cls, text: str) -> Totals | None:
+        """The stored sums, or None when they are unreadable (then the history is summed again)."""
+        try:
+            d = json.loads(text)
+            return cls(str(d["accounting"]), int(d["through"]), tuple(map(Fraction, d["sums"])))
+        except (ValueError, TypeError, KeyError, ZeroDivisionError):
+            return None
+
+    def dump(self) -> str:
+        return json.dumps({"accounting": self.accounting, "through": self.through,
+                           "sums": [str(x) for x in self.sums]})
+
+    def plus(self, charge: Sums, through: int) -> Totals:
+        return Totals(self.accounting, through,
+                      tuple(a + Fraction(c) for a, c in zip(self.sums, charge, strict=True)))
+
+    def rounded(self) -> Sums:
+        """Each sum rounded once to the nearest float: what math.fsum of the charges gives."""
+        return tuple(float(x) for x in self.sums)  # int / int: correctly rounded
 
 
 class Ledger:
@@ -321,12 +364,16 @@ class Ledger:
         rule = self.filter
         rule.check(g)
         with self._connect() as conn, immediate(conn):
-            spent = [s.guarantee for s in self._spends(conn)]
+            kept = self._totals(conn, rule)
+            after = kept.plus(rule.charge(g), kept.through)
             record = Spend(label, time=time.time(), guarantee=g, bound=rule.title)
-            if not rule.admits([*spent, g]):
+            if not rule.fits(after.rounded()):
+                # a pure-ε budget refuses any δ however small: say so, or the message reads as an ε shortfall
+                pure = g.delta > 0 and self.budget.delta == 0
+                why = "; this budget allows no δ, and the spend has δ > 0" if pure else ""
                 raise BudgetExceeded(
                     f"spending {g} for {label!r} would exceed the budget {self.budget} "
-                    f"({self.accounting} accounting); remaining: {rule.remaining(spent)}"
+                    f"({self.accounting} accounting); remaining: {rule.remaining_of(kept.rounded())}{why}"
                 )
             cursor = conn.execute(
                 "INSERT INTO spends (label, time, epsilon, delta, rho, relation, unit, noise)"
@@ -343,6 +390,7 @@ class Ledger:
                 ),
             )
             spend_id = int(cursor.lastrowid or 0)
+            self._keep(conn, replace(after, through=spend_id))
             conn.execute(f"PRAGMA user_version = {spend_id}")
         self._write_high_water(spend_id)
         return record
@@ -386,14 +434,16 @@ class Ledger:
         _check_budget(self.budget, accounting)
         rule = filter_for(accounting, self.budget)
         with self._connect() as conn, immediate(conn):
-            spent = [s.guarantee for s in self._spends(conn)]
-            for g in spent:
-                rule.check(g)
-            if spent and not rule.admits(spent):
+            for _, s in self._rows(conn):
+                rule.check(s.guarantee)
+            kept = self._totals(conn, rule)
+            if kept.through and not rule.fits(kept.rounded()):
                 raise BudgetExceeded(
                     f"{self.path} holds spends that already exceed its budget {self.budget} "
-                    f"under the {rule.title} (total {rule.total(spent)}); it stays read-only"
+                    f"under the {rule.title} (total {rule.total_of(kept.rounded())}); "
+                    "it stays read-only"
                 )
+            self._keep(conn, kept)
             conn.execute("UPDATE meta SET value = ? WHERE key = 'accounting'", (accounting,))
         self.accounting = accounting
 
@@ -412,35 +462,60 @@ class Ledger:
         """The largest next spend the filter admits: ε and δ (basic, advanced), ρ (zcdp), μ (gdp)."""
         rule = self.filter
         with self._connect() as conn:
-            return rule.remaining([s.guarantee for s in self._spends(conn)])
+            return rule.remaining_of(self._totals(conn, rule).rounded())
 
     def spent(self) -> Guarantee:
         """The filter's running total; the guarantee that holds under adaptive choices is the
         budget, bounded by the filter the result names (see `bayesdp.privacy.filters`)."""
         rule = self.filter
         with self._connect() as conn:
-            spends = [s.guarantee for s in self._spends(conn)]
-        if not spends:
-            b = self.budget
-            return Guarantee(0.0, delta=0.0, relation=b.relation, unit=b.unit,
-                             dependence=b.dependence, bound=f"under the {rule.title}")
-        return rule.total(spends)
+            kept = self._totals(conn, rule)
+        return rule.total_of(kept.rounded()) if kept.through else rule.nothing_spent()
+
+    def used(self) -> float:
+        """The share of the budget spent, in [0, 1], in the filter's own sums (`Filter.used_of`):
+        unlike ε, they add up, so spent and remaining shares make the whole budget."""
+        rule = self.filter
+        with self._connect() as conn:
+            return rule.used_of(self._totals(conn, rule).rounded())
+
+    def count(self) -> int:
+        """How many spends are recorded, without reading them."""
+        with self._connect() as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM spends").fetchone()[0])
 
     def history(self) -> list[Spend]:
         """Every spend in the order recorded."""
         with self._connect() as conn:
-            return self._spends(conn)
+            return [s for _, s in self._rows(conn)]
 
     # -- accounting ----------------------------------------------------------------------
 
-    def _spends(self, conn: sqlite3.Connection) -> list[Spend]:
+    def _totals(self, conn: sqlite3.Connection, rule: Filter) -> Totals:
+        """The filter's running sums through the last spend: the stored ones, plus the spends
+        recorded after them (all of them when none are stored for this filter)."""
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (TOTALS,)).fetchone()
+        kept = None if row is None else Totals.load(row[0])
+        if kept is None or kept.accounting != rule.name:
+            kept = Totals.empty(rule)
+        for spend_id, s in self._rows(conn, after=kept.through):
+            kept = kept.plus(rule.charge(s.guarantee), spend_id)
+        return kept
+
+    @staticmethod
+    def _keep(conn: sqlite3.Connection, kept: Totals) -> None:
+        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (TOTALS, kept.dump()))
+
+    def _rows(self, conn: sqlite3.Connection, after: int = 0) -> list[tuple[int, Spend]]:
+        """The spends recorded after spend id `after`, with their ids, in order."""
         rows = conn.execute(
-            "SELECT label, time, epsilon, delta, rho, relation, unit, noise FROM spends ORDER BY id"
+            "SELECT id, label, time, epsilon, delta, rho, relation, unit, noise FROM spends"
+            " WHERE id > ? ORDER BY id", (after,)
         ).fetchall()
         bound = (f"recorded under accounting {LEGACY!r}, not a valid filter"
                  if self.accounting == LEGACY else FILTERS[self.accounting].title)
         return [
-            Spend(
+            (spend_id, Spend(
                 label,
                 bound=bound,
                 time=t,
@@ -453,8 +528,8 @@ class Ledger:
                     noise=() if noise is None else _noise_from(json.loads(noise)),
                     dependence=self.budget.dependence,
                 ),
-            )
-            for label, t, eps, delta, rho, relation, unit, noise in rows
+            ))
+            for spend_id, label, t, eps, delta, rho, relation, unit, noise in rows
         ]
 
 

@@ -230,7 +230,7 @@ def _explain_delta(g: StatedGuarantee, n: int | None) -> str:
     if n is None:
         cap = precondition_threshold(e, 1) / d
         reach = (
-            f"for fewer than (1 − e^−ε)²/δ = {cap:.3g} {unit}s; pass n to check"
+            f"for fewer than (1 − e^−ε)²/δ = {cap:.3g} privacy units (each one {unit}); pass n to check"
             if cap >= 1
             else "which holds for no number of records here"
         )

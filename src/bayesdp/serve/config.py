@@ -13,7 +13,8 @@
     [datasets.hie]
     source = "hie.csv"               # CSV/Parquet/JSON, relative to this file
     privacy_unit = "zper"            # or false: each row is a different person
-    unit_name = "person"
+    unit_name = "person"             # what one unit is called, used as given
+    unit_plural = "people"           # optional: its plural, where the console needs one
     description = "RAND Health Insurance Experiment, person-years"
     max_groups_per_unit = 1          # table-release options: defaults an analyst may override
     max_rows_per_group = 5
@@ -55,8 +56,9 @@ from bayesdp.serve.timing import TimingConfig, parse_timing
 
 _TOP = ("state", "max_body_bytes", "rate_per_minute", "trusted_proxies", "limits", "timing", "datasets",
         "holdouts")
-_DATASET = ("source", "privacy_unit", "unit_name", "description", "columns", "budget", "synthetic",
-            "max_groups_per_unit", "max_rows_per_group", "alpha", "noise", "analysts", "public_tables")
+_DATASET = ("source", "privacy_unit", "unit_name", "unit_plural", "description", "columns", "budget",
+            "synthetic", "max_groups_per_unit", "max_rows_per_group", "alpha", "noise", "analysts",
+            "public_tables")
 _OPTIONS = ("max_groups_per_unit", "max_rows_per_group", "alpha", "noise")
 _COLUMN = ("bounds", "domain", "description")
 _BUDGET = ("epsilon", "delta", "accounting")
@@ -120,6 +122,7 @@ class Dataset:
     synthetic: Synthetic | None = None
     analysts: tuple[str, ...] | None = None  # the analysts (by name) who may use it; None: all
     public_tables: dict[str, Path] = field(default_factory=dict)  # by name, for SQL JOINs
+    unit_plural: str | None = None  # the plural of unit_name, when the curator gives one
 
     @property
     def unit(self) -> str:
@@ -140,7 +143,8 @@ class Dataset:
                             **({"keys": list(c.domain)} if c.domain else {})} for c in self.columns.values()}
         return {"tables": {self.name: {"privacy_unit": self.privacy_unit or False, **self.options,
                                        "columns": columns},
-                           **{n: {"public": True} for n in self.public_tables}}}
+                           # One row per join key: a row joining many would take longer.
+                           **{n: {"public": True, "max_rows_per_key": 1} for n in self.public_tables}}}
 
 
 @dataclass(frozen=True)
@@ -242,7 +246,8 @@ def _dataset(name: str, d: Any, base: Path) -> Dataset:
         description=_str(d.get("description", ""), f"{key}.description"), columns=columns,
         budget=_budget(d["budget"], f"{key}.budget", unit or "row"), options=options, synthetic=synthetic,
         analysts=_names(d["analysts"], f"{key}.analysts") if "analysts" in d else None,
-        public_tables=_public_tables(name, d, key, base))
+        public_tables=_public_tables(name, d, key, base),
+        unit_plural=_plural(d.get("unit_plural"), f"{key}.unit_plural"))
 
 
 def _public_tables(name: str, d: dict[str, Any], key: str, base: Path) -> dict[str, Path]:
@@ -363,6 +368,12 @@ def _delta(v: Any, key: str) -> float:
 def _int(v: Any, key: str) -> int:
     if not isinstance(v, int) or isinstance(v, bool) or v < 1:
         raise invalid(key, v, "a positive integer")
+    return v
+
+
+def _plural(v: Any, key: str) -> str | None:
+    if v is not None and not (isinstance(v, str) and v.strip()):
+        raise invalid(key, v, "a non-empty string: the plural of unit_name")
     return v
 
 

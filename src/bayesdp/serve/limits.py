@@ -14,6 +14,9 @@ wall-clock limit passes, and requests run in a bounded pool with a bounded queue
     max_expression_chars = 10_000  # all row expressions together: filters, columns, conditions, queries
     max_sql_chars = 20_000
     max_holdout_queries = 100      # per request
+    max_text_chars = 1_000         # a private table's text values are cut to this many characters
+                                   # when the service loads it: a row's text, and the work an
+                                   # expression does on it, is bounded by a public length
     max_seconds = 60               # a request's engine work is interrupted after this (backstop)
     body_seconds = 10              # to receive a request's headers (else the connection is closed)
                                    # and its body (else 408 and the connection is closed)
@@ -55,6 +58,7 @@ class Limits:
     max_expression_chars: int = 10_000
     max_sql_chars: int = 20_000
     max_holdout_queries: int = 100
+    max_text_chars: int = 1_000
     max_seconds: float = 60.0
     body_seconds: float = 10.0
     memory_limit: str = "2GB"

@@ -48,7 +48,9 @@ _ENDPOINTS: list[tuple[str, str, str, dict[str, Any] | None, list[dict[str, Any]
     ("get", "/health", "liveness (no token): 503 while the service cannot record spends", None, []),
     ("get", "/v1/datasets", "datasets and holdouts: public metadata only (schema, bounds, public keys, "
      "budgets)", None, []),
-    ("get", "/v1/budget", "your budget per dataset: total, spent, remaining", None, []),
+    ("get", "/v1/budget", "your budget per dataset: total, spent (the total under the privacy filter "
+     "named in `filter`), remaining (the largest next spend), `used` (the share spent, in the "
+     "filter's own sums), and the synthetic data released from it", None, []),
     ("post", "/v1/preview", "expected error of a spec or SQL from public parameters (free)", _BODY, []),
     ("post", "/v1/releases", "run a private release of a spec or SQL: values, intervals, guarantee, "
      "explanation and the remaining budget (spends before any noise is drawn)", _BODY, [_IDEMPOTENCY]),

@@ -35,6 +35,21 @@ def check_columns(ds: Dataset, rel: duckdb.DuckDBPyRelation, db: duckdb.DuckDBPy
                               f"a list of values {read_as}; {wrong} are not")
 
 
+# Types whose values have no size the schema bounds (and that the service cannot cut as it cuts
+# text): one row's value could make the work of a request on it as long as it likes.
+UNSIZED = {"list", "array", "struct", "map", "union", "blob", "bit"}
+
+
+def check_sized(rel: duckdb.DuckDBPyRelation, columns: list[str], key: str) -> None:
+    """Every column of a private table holds values of a bounded size (numbers, text, which the
+    service cuts, true/false, dates and times), checked from the types at start-up."""
+    for name, kind in zip(rel.columns, rel.types, strict=True):
+        if name in columns and kind.id in UNSIZED:
+            raise invalid(f"{key} column {name!r}", str(kind),
+                          "numbers, text, true/false, dates or times: a value of this type has no "
+                          "bounded size, so the time of a request could tell about one row")
+
+
 def _fits(value: Any, kind: DuckDBPyType, db: duckdb.DuckDBPyConnection) -> bool:
     if kind.id == "boolean":
         return isinstance(value, bool)

@@ -35,14 +35,15 @@ from bayesdp.expressions import RowExpression, fold, resolve_column, row_express
 from bayesdp.holdout import ReusableHoldout, table_means
 from bayesdp.jsonable import frame_json, guarantee_json
 from bayesdp.privacy import Ledger, Spend
+from bayesdp.privacy.filters import Filter, filter_for
 from bayesdp.serve import limits, timing
 from bayesdp.serve.caught import caught
 from bayesdp.serve.config import Config, Dataset, Holdout
-from bayesdp.serve.schema import check_columns
+from bayesdp.serve.schema import check_columns, check_sized
 from bayesdp.serve.state import State
 from bayesdp.serve.wire import release_json
 from bayesdp.sql import Translation, public_warnings, release_translation, translate
-from bayesdp.sql.bigquery import preview
+from bayesdp.sql.bigquery import Learn, preview, spends
 from bayesdp.sql.translate import parse
 from bayesdp.synth.tabular import check_fit, fit_guarantee
 from bayesdp.tables.query import usefulness_warnings
@@ -64,10 +65,17 @@ class AuditedLedger:
         return record
 
 
-def budget_json(ledger: Ledger) -> dict[str, Any]:
+def budget_json(ledger: Ledger | Filter) -> dict[str, Any]:
+    """A ledger's budget, spent (its filter's total, named in `filter`), the largest next spend,
+    the share used in the filter's own sums, and its spends counted without reading them; a
+    Filter stands for a ledger not created yet."""
+    if isinstance(ledger, Filter):
+        return {"budget": guarantee_json(ledger.budget), "spent": guarantee_json(ledger.nothing_spent()),
+                "remaining": guarantee_json(ledger.remaining_of(ledger.nothing)),
+                "accounting": ledger.name, "filter": ledger.title, "used": 0.0, "releases": 0}
     return {"budget": guarantee_json(ledger.budget), "spent": guarantee_json(ledger.spent()),
             "remaining": guarantee_json(ledger.remaining()), "accounting": ledger.accounting,
-            "releases": len(ledger.history())}
+            "filter": ledger.filter.title, "used": ledger.used(), "releases": ledger.count()}
 
 
 def check_request(request: dict[str, Any]) -> None:
@@ -86,6 +94,26 @@ def check_request(request: dict[str, Any]) -> None:
     for key in ("epsilon", "delta"):
         if sql and request.get(key) is not None:
             check_finite(key, request[key])
+
+
+def _ident(column: str) -> str:
+    return '"' + column.replace('"', '""') + '"'
+
+
+def _cut(column: str, chars: int) -> str:
+    """The column's text cut to `chars` characters, under its own name."""
+    return f"left({_ident(column)}, {chars}) AS {_ident(column)}"
+
+
+def _warn_cut(rel: duckdb.DuckDBPyRelation, texts: list[str], chars: int, key: str) -> None:
+    """Tell the curator how many text values were cut to `chars` characters (exact: curator only)."""
+    if not texts:
+        return
+    counts = rel.aggregate(", ".join(f"count(*) FILTER (length({_ident(c)}) = {chars})" for c in texts))
+    cut = [f"{int(k):,} of {c!r}" for c, k in zip(texts, counts.fetchall()[0], strict=True) if k]
+    if cut:
+        warnings.warn(f"curator only: {key}: text values of {chars:,} characters or more were cut to "
+                      f"{chars:,} (limits.max_text_chars): {', '.join(cut)}", CuratorWarning, stacklevel=3)
 
 
 def _table_name(kind: str, name: str) -> str:
@@ -127,10 +155,12 @@ class Service:
               unit: str | None = None) -> list[str]:
         """Copy a source's columns `keep` (None: all) into the service's database; returns them.
         Rows with a null `unit` belong to nobody: dropped here, once, and told to the curator,
-        so that no request can observe them."""
+        so that no request can observe them. A private table's text is cut to
+        `limits.max_text_chars`: the work of an expression on a row, and so a request's time,
+        can grow with a row's text only that far."""
         rel = engine_for(path, self.db).relation
         if unit is not None:
-            quoted = '"' + unit.replace('"', '""') + '"'
+            quoted = _ident(unit)
             nobody = int(rel.aggregate(f"count(*) - count({quoted})").fetchall()[0][0])
             if nobody:
                 warnings.warn(f"curator only: {key}: {nobody:,} rows with a null privacy unit "
@@ -141,8 +171,15 @@ class Service:
         if missing:
             raise invalid(f"{key} columns", missing, f"columns of {path.name} ({available})")
         cols = keep or available
-        select = ", ".join('"' + c.replace('"', '""') + '"' for c in cols)
+        chars = self.config.limits.max_text_chars
+        private = kind != "pub"
+        if private:
+            check_sized(rel, cols, key)
+        texts = [c for c, t in zip(rel.columns, rel.types, strict=True)
+                 if private and t.id == "varchar" and c in cols]
+        select = ", ".join(_cut(c, chars) if c in texts else _ident(c) for c in cols)
         self.db.execute(f"CREATE TABLE {_table_name(kind, name)} AS SELECT {select} FROM ({rel.sql_query()})")
+        _warn_cut(self.relation(kind, name), texts, chars, key)
         self._columns[f"{kind}_{name}"] = cols
         return cols
 
@@ -181,7 +218,7 @@ class Service:
             b = self.state.budget(analyst_id, ds.name)
             out.append({
                 "name": ds.name, "description": ds.description, "privacy_unit": ds.privacy_unit,
-                "unit_name": ds.unit_name,
+                "unit_name": ds.unit_name, "unit_plural": ds.unit_plural,
                 "columns": [{"name": c.name, "bounds": c.bounds, "domain": c.domain,
                              "description": c.description} for c in ds.columns.values()],
                 "options": ds.options,
@@ -192,8 +229,19 @@ class Service:
         return out
 
     def budget_json(self, analyst_id: str) -> dict[str, Any]:
-        return {name: budget_json(self.state.ledger(analyst_id, name))
-                for name in self.state.datasets_for(analyst_id)}
+        """Read without creating a ledger: a budget nothing was spent from stays the curator's to
+        change. Each dataset's says when its synthetic data was released and at what cost."""
+        synthetic = {r["dataset"]: {"created": r["created"], "guarantee": r["guarantee"]}
+                     for r in self.state.results(analyst_id, "synthetic")}
+        out = {}
+        for name in self.state.datasets_for(analyst_id):
+            if self.state.ledger_path(analyst_id, name).exists():
+                out[name] = budget_json(self.state.ledger(analyst_id, name))
+            else:
+                b, unit = self.state.budget(analyst_id, name), self.config.datasets[name].unit
+                out[name] = budget_json(filter_for(b.accounting, b.guarantee(unit)))
+            out[name]["synthetic"] = synthetic.get(name)
+        return out
 
     # -- preview and release -------------------------------------------------------------
 
@@ -225,13 +273,14 @@ class Service:
                      for c in (by if isinstance(by, list) else [by])]
             spec["group_by"] = names if isinstance(by, list) else names[0]
         for name, item in spec["aggregates"].items():
-            # A column, an expression or a share's condition reads the public columns only.
-            for key in ("column", "condition"):
-                text = item.get(key) if isinstance(item, dict) else None
-                if isinstance(text, str) and text.isidentifier():
+            # Every text argument but the kind (a column, an expression, a share's condition, a
+            # count's indicator, and any a new kind takes) reads the public columns only.
+            for key, text in item.items() if isinstance(item, dict) else ():
+                if key == "kind" or not isinstance(text, str):
+                    continue
+                if text.isidentifier():
                     self._public_column(text, public, f"aggregates.{name}.{key}")
-                if text is not None:
-                    row_expression(text, public, role=f"aggregates.{name}.{key}")
+                row_expression(text, public, role=f"aggregates.{name}.{key}")
         where = spec.get("where", [])
         where = [where] if isinstance(where, str) else where
         if not isinstance(where, list) or not all(isinstance(w, str) for w in where):
@@ -274,17 +323,17 @@ class Service:
     def preview(self, ds: Dataset, request: dict[str, Any]) -> dict[str, Any]:
         """The expected error of a spec or SQL from public parameters (free: reads no data values)."""
         check_request(request)
-        learn = None
+        learn, shown = None, None
         if "sql" in request:
             t = self.translation(ds, request)
-            query, options, learn = t.query, t.options, t.learn
+            query, options, learn, shown = t.query, t.options, t.learn, t.shown
         else:
             query, _, options = self.query(ds, request.get("spec"))
         if "epsilon" not in options:
             raise InvalidParameter("epsilon is missing: give it in the spec")
         with caught() as said:  # this request's (previews read no data: their warnings are public)
             # Bounds the BigQuery clause learns are unknown until its release: its preview says so.
-            df, guarantee = preview(query, learn, options, group_size=request.get("group_size"))
+            df, guarantee = preview(query, learn, options, group_size=request.get("group_size"), shown=shown)
         return {"dataset": ds.name, **frame_json(df),
                 "guarantee": guarantee_json(guarantee),
                 "warnings": [str(w.message) for w in said]}
@@ -304,7 +353,7 @@ class Service:
                 joined = tuple(j.sql() for j in parse(t.text)[0].args.get("joins") or ())
                 release = self.timed(ds, query, options, ledger, "sql", lambda q, led: release_translation(
                     replace(t, query=q), ledger=led), joined, lambda: self._translate(
-                        ds, t.text, request, timing.calibration_name(ds.name)).query)
+                        ds, t.text, request, timing.calibration_name(ds.name)).query, t.learn)
             else:
                 query, asked, options = self.query(ds, request.get("spec"))
                 if "epsilon" not in options:
@@ -322,11 +371,13 @@ class Service:
 
     def timed(self, ds: Dataset, query: tables.Query, options: dict[str, Any], ledger: AuditedLedger,
               kind: str, run: Callable[[tables.Query, Any], tables.Release], joined: tuple[str, ...] = (),
-              made_up: Callable[[], tables.Query] | None = None) -> tables.Release:
+              made_up: Callable[[], tables.Query] | None = None, learn: Learn | None = None
+              ) -> tables.Release:
         """`run(query, ledger)` answered at the deadline of its public shape and cost on `ds`
         (`joined`, `made_up`: a query joining public tables, as `timing.Releases.deadline`);
-        cut off there, it spends the plan's guarantee (unless it had) and raises DeadlinePassed."""
-        declared = query.plan(**{k: v for k, v in options.items() if k != "alpha"}).guarantee
+        cut off there, it spends what the release declared and had not spent yet (`learn`: the
+        SQL's bounds to learn, spent first) and raises DeadlinePassed."""
+        declared = spends(query, learn, options)
         deadlines = self.deadlines.get(ds.name)
         seconds = None if deadlines is None else deadlines.deadline(
             query, options, lambda q: run(q, None), kind, joined, made_up if joined else None)
@@ -439,8 +490,9 @@ class HoldoutService:
         return {"name": self.cfg.name, "description": self.cfg.description, "columns": self.columns,
                 "threshold": self.cfg.threshold, "sigma": self.cfg.sigma, "budget": self.cfg.budget,
                 "budget_left": left, "epsilon_spent": spent, "share": self.share,
-                "guarantee": f"ε={spent:.6g} per row of the holdout (replace-one neighbours), "
-                             f"at most {self.cfg.budget * self.epsilon_per_overflow:.6g}"}
+                "guarantee": f"ε={spent:.6g} spent per row of the holdout (replace-one neighbours), of "
+                             f"at most ε={self.cfg.budget * self.epsilon_per_overflow:.6g} once all "
+                             f"{self.cfg.budget} overflows are used"}
 
     @property
     def share(self) -> int:

@@ -407,28 +407,34 @@ def passed(seconds: float) -> DeadlinePassed:
 
 class GuardedLedger:
     """A request's ledger that a cut-off closes: the work can no longer spend after it, and the
-    cut-off spends what the request declared unless the work already spent (exactly once)."""
+    cut-off spends the declared spends the work has not made yet (a release with learnt bounds
+    spends twice), so that a cut-off costs the same wherever it stops the work."""
 
     def __init__(self, ledger: Any) -> None:
         self.ledger = ledger
-        self.spent = False
+        self.spends = 0
         self._lock = threading.Lock()
         self._cut = False
+
+    @property
+    def spent(self) -> bool:
+        return self.spends > 0
 
     def spend(self, guarantee: Any, label: str) -> Any:
         with self._lock:
             if self._cut:
                 raise Interrupted("the request passed its deadline")
-            self.spent = True
+            self.spends += 1
             return None if self.ledger is None else self.ledger.spend(guarantee, label)
 
-    def cut_off(self, declared: Any, label: str) -> None:
+    def cut_off(self, declared: list[Any], label: str) -> None:
+        """Close the ledger and spend `declared[k:]`, the k first spends having been made."""
         with self._lock:
             self._cut = True
-            if not self.spent:
-                self.spent = True
-                if self.ledger is not None:  # a release run without a ledger records nothing
-                    self.ledger.spend(declared, label)
+            left, self.spends = declared[self.spends:], max(self.spends, len(declared))
+            if self.ledger is not None:  # a release run without a ledger records nothing
+                for guarantee in left:
+                    self.ledger.spend(guarantee, label)
 
 
 def _quoted(name: str) -> str:

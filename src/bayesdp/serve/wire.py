@@ -8,6 +8,7 @@ used. No exact diagnostic is ever part of it.
 
 from __future__ import annotations
 
+from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,9 +18,15 @@ import pandas as pd
 from bayesdp.jsonable import guarantee_json, rows
 from bayesdp.privacy import Guarantee
 from bayesdp.tables import Release
+from bayesdp.tables.aggregates import Aggregate
 from bayesdp.tables.estimate import Estimate
+from bayesdp.tables.per_unit import UnitCount, UnitMean, UnitSum
 from bayesdp.tables.plan import Plan, make_plan
 from bayesdp.tables.spec import aggregate
+
+# A per-unit table's aggregates (BigQuery's clause) are no spec kinds (on rows they would
+# understate a unit's influence): the plan names their class, to rebuild their sensitivity.
+_PER_UNIT = {c.__name__: c for c in (UnitCount, UnitSum, UnitMean)}
 
 
 def _array(a: np.ndarray) -> list[Any]:
@@ -36,15 +43,28 @@ def guarantee_from_json(g: dict[str, Any]) -> Guarantee:
 
 def plan_json(plan: Plan, selection_weight: float) -> dict[str, Any]:
     """The public parameters `make_plan` rebuilds a release's plan from."""
-    return {"aggregates": {n: s.aggregate.spec() for n, s in plan.steps.items()},
+    return {"aggregates": {n: _aggregate_json(s.aggregate) for n, s in plan.steps.items()},
             "epsilon": plan.epsilon, "delta": plan.delta, "noise": plan.noise, "unit": plan.unit,
             "max_groups": plan.max_groups, "max_rows": plan.max_rows,
             "private_keys": plan.selection is not None, "selection_weight": selection_weight}
 
 
 def plan_from_json(doc: dict[str, Any]) -> Plan:
-    aggs = {n: aggregate(n, item) for n, item in doc["aggregates"].items()}
+    aggs = {n: _aggregate(n, item) for n, item in doc["aggregates"].items()}
     return make_plan(aggs, **{k: v for k, v in doc.items() if k != "aggregates"})
+
+
+def _aggregate_json(agg: Aggregate) -> dict[str, Any]:
+    kind = type(agg).__name__
+    return {**agg.spec(), "per_unit": kind} if _PER_UNIT.get(kind) is type(agg) else agg.spec()
+
+
+def _aggregate(name: str, item: dict[str, Any]) -> Aggregate:
+    rest = {k: v for k, v in item.items() if k != "per_unit"}
+    agg = aggregate(name, rest)
+    if "per_unit" not in item:
+        return agg
+    return _PER_UNIT[item["per_unit"]](**{f.name: getattr(agg, f.name) for f in fields(agg) if f.init})
 
 
 def release_json(release: Release, request: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:

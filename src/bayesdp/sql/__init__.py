@@ -81,7 +81,7 @@ from typing import Any
 
 from bayesdp.noise import Rng
 from bayesdp.privacy import compose
-from bayesdp.sql.bigquery import bounds_warning, learn_bounds
+from bayesdp.sql.bigquery import as_written, bounds_warning, learn_bounds
 from bayesdp.sql.postprocess import finish, rehearse
 from bayesdp.sql.refusals import SqlError
 from bayesdp.sql.translate import Translation, translate
@@ -107,19 +107,22 @@ def sql(query: str, tables: Mapping[str, Any], *, metadata: str | Path | Mapping
 
 def release_translation(t: Translation, *, ledger: Ledger | None = None, rng: Rng | None = None) -> Release:
     """Release a translated query: its post-processing rehearsed before anything is spent, the
-    builder's release (which spends on `ledger` first), then the post-processing."""
+    builder's release (which spends on `ledger` first), then the post-processing; its plan names
+    what the analyst wrote, never a per-unit column's internal name."""
     rehearse(t)
     label = "sql: " + " ".join(t.text.split())
     query, options = t.query, t.options
     if t.per_unit:  # each unit's values, aggregated once for every pass of the release(s)
         query = replace(query, table=materialized(query.table))
     if t.learn is None:
-        return finish(t, query.release(ledger=ledger, rng=rng, label=label[:500], **options))
-    query, options, bounds = learn_bounds(query, t.learn, options, ledger=ledger, rng=rng, label=label)
-    release = query.release(ledger=ledger, rng=rng, label=label[:500], **options)
-    # The guarantee of the answer is that of both releases on the same data (basic composition).
-    total = compose([bounds, release.plan.guarantee], "basic")
-    return finish(t, replace(release, plan=replace(release.plan, guarantee=total)))
+        release = query.release(ledger=ledger, rng=rng, label=label[:500], **options)
+    else:
+        query, options, bounds = learn_bounds(query, t.learn, options, ledger=ledger, rng=rng, label=label)
+        release = query.release(ledger=ledger, rng=rng, label=label[:500], **options)
+        # The guarantee of the answer is that of both releases on the same data (basic composition).
+        total = compose([bounds, release.plan.guarantee], "basic")
+        release = replace(release, plan=replace(release.plan, guarantee=total))
+    return as_written(finish(t, release), t.shown)
 
 
 def public_warnings(t: Translation, release: Release) -> list[str]:

@@ -30,6 +30,7 @@ from typing import Any, Literal, cast
 
 import numpy as np
 import pandas as pd
+from sqlglot import exp
 
 from bayesdp import tables
 from bayesdp.errors import DataError, check_open_unit, check_positive_int
@@ -37,7 +38,7 @@ from bayesdp.expressions import RowExpression, row_expression
 from bayesdp.noise import Rng, resolve_rng
 from bayesdp.privacy import Guarantee, compose
 from bayesdp.tables.aggregates import Aggregate, Clipped, check_bounds
-from bayesdp.tables.per_unit import ROWS, UnitCount, UnitMean, UnitSum, per_unit
+from bayesdp.tables.per_unit import ROWS, UnitCount, UnitMean, UnitSum, fresh_prefix, per_unit
 from bayesdp.tables.query import Ledger
 
 # Logarithmic bins on each side of zero: values beyond ±2^LOG_BINS count in the end bins.
@@ -123,22 +124,25 @@ class Learn:
 
 def unit_query(table: tables.Table, by: tuple[str, ...], keys: Sequence[tuple[Any, ...]] | None,
                aggregates: Mapping[str, UnitAggregate], max_rows: int | None
-               ) -> tuple[tables.Query, Learn | None, int]:
+               ) -> tuple[tables.Query, Learn | None, int, dict[str, str]]:
     """The builder's Query over the per-unit table (`tables.per_unit`), what its learnt bounds
-    need, and the rows per unit and group its release keeps (1, or `max_rows` (default 5) when a
-    per-row aggregate is asked for). Learnt bounds hold a placeholder (0, 1) here."""
+    need, the rows per unit and group its release keeps (1, or `max_rows` (default 5) when a
+    per-row aggregate is asked for), and what the analyst wrote for each per-unit column (its
+    name is internal: `written`). Learnt bounds hold a placeholder (0, 1) here."""
     rows = check_positive_int("max_rows_per_group", ROWS if max_rows is None else max_rows)
     rows_cap = rows if any(a.per_row for a in aggregates.values()) else 1
     columns = table.columns
+    prefix = fresh_prefix("bdp_v", columns)  # the per-unit columns' names: none of the table's
     values: dict[str, tuple[Any, RowExpression | None]] = {}
     per_row: dict[str, RowExpression] = {}
     built: dict[str, Aggregate] = {}
     learnt: dict[str, str] = {}
+    shown: dict[str, str] = {}
     for i, (name, agg) in enumerate(aggregates.items()):
         if agg.kind == "units":
             built[name] = tables.count_units()
             continue
-        column = f"bdp_v{i}"
+        column = f"{prefix}{i}"
         checked = row_expression(agg.value, columns, role=name) if agg.value is not None else None
         # Checked on the schema: a text value would fail in the engine on some rows only. A
         # column's type is read there; an expression's, from the engine binding it.
@@ -148,8 +152,11 @@ def unit_query(table: tables.Table, by: tuple[str, ...], keys: Sequence[tuple[An
                           "or compare it (a true/false expression counts as 1 or 0)")
         if agg.per_row:
             per_row[column] = checked  # type: ignore[assignment]
+            shown[column] = _plain(checked)  # type: ignore[arg-type]
         else:
             values[column] = ("rows" if checked is None else _REDUCTION[agg.kind], checked)
+            read = "*" if checked is None else _plain(checked)
+            shown[column] = f"{agg.kind.upper()}({read}) per {table.privacy_unit}"
         bounds = agg.bounds if agg.bounds is not None else (0.0, 1.0)
         weight = 1.0 if agg.bounds is not None else LEARNT_SHARE
         if agg.bounds is None:
@@ -159,11 +166,33 @@ def unit_query(table: tables.Table, by: tuple[str, ...], keys: Sequence[tuple[An
     grouped = reduced.group_by(by, keys=keys) if by else None
     query = grouped.agg(**built) if grouped is not None else reduced.agg(**built)
     if not learnt:
-        return query, None, rows_cap
+        return query, None, rows_cap, shown
     # Each aggregate would have 1/W of ε (W: the weights, and partition selection's 1 with
     # private keys): a learnt one gives half of it to its bounds.
     total = len(aggregates) + (1.0 if by and keys is None else 0.0)
-    return query, Learn(learnt, (1 - LEARNT_SHARE) * len(learnt) / total, rows_cap), rows_cap
+    return query, Learn(learnt, (1 - LEARNT_SHARE) * len(learnt) / total, rows_cap), rows_cap, shown
+
+
+def _plain(e: RowExpression) -> str:
+    """A checked expression in the clause's SQL, names quoted only where they must be (as written)."""
+    tree = e.tree.copy()
+    for name in tree.find_all(exp.Identifier):
+        name.set("quoted", exp.to_identifier(name.name).quoted)
+    return tree.sql(dialect="bigquery")
+
+
+def written(aggregate: Aggregate, shown: Mapping[str, str]) -> Aggregate:
+    """`aggregate` naming what the analyst wrote (`shown`) in place of a per-unit column's
+    internal name, for what they are shown; never released on (its column is no column)."""
+    if isinstance(aggregate, Clipped) and aggregate.column in shown:
+        return replace(aggregate, column=shown[aggregate.column])
+    return aggregate
+
+
+def as_written(release: tables.Release, shown: Mapping[str, str]) -> tables.Release:
+    """`release` with its plan's aggregates `written`: what the analyst is shown of it."""
+    steps = {n: replace(s, aggregate=written(s.aggregate, shown)) for n, s in release.plan.steps.items()}
+    return replace(release, plan=replace(release.plan, steps=steps))
 
 
 def _aggregate(agg: UnitAggregate, column: str, bounds: tuple[float, float], weight: float) -> Aggregate:
@@ -230,9 +259,11 @@ _SCALED = ("noise_scale", "half_width", "abs_error", "half_width_max", "abs_erro
 
 
 def preview(query: tables.Query, learn: Learn | None, options: dict[str, Any], *,
-            group_size: int | None = None) -> tuple[pd.DataFrame, Guarantee]:
+            group_size: int | None = None, shown: Mapping[str, str] | None = None
+            ) -> tuple[pd.DataFrame, Guarantee]:
     """The expected accuracy of a release and its total guarantee (reads no data, spends nothing):
-    `Query.preview` and the plan's guarantee without bounds to learn (`learn` None).
+    `Query.preview` and the plan's guarantee without bounds to learn (`learn` None); per-unit
+    columns are described by what the analyst wrote (`shown`, from `unit_query`).
 
     With learnt bounds the aggregates' release runs at ε less the bounds' share, and their
     accuracy depends on bounds not known before the release: a COUNT's or SUM's noise is
@@ -240,10 +271,10 @@ def preview(query: tables.Query, learn: Learn | None, options: dict[str, Any], *
     (`per_bound`); an AVG's, STDDEV's or PERCENTILE_CONT's are unknown (NaN). One row per learnt
     aggregate states the ε its bounds take. `learnt` is True on the rows of learnt aggregates."""
     if learn is None:
-        return (query.preview(**options, group_size=group_size),
-                query.plan(**{k: v for k, v in options.items() if k != "alpha"}).guarantee)
+        return (_described(query.preview(**options, group_size=group_size), query, shown),
+                spends(query, None, options)[0])
     eps_bounds, rest = _split(learn, options)
-    df = query.preview(**rest, group_size=group_size)
+    df = _described(query.preview(**rest, group_size=group_size), query, shown)
     learnt = df["aggregate"].isin(list(learn.columns))
     linear = learnt & df["aggregate"].map(lambda n: isinstance(query.aggregates[n], UnitSum))
     df["learnt"], df["per_bound"] = learnt, linear
@@ -257,9 +288,25 @@ def preview(query: tables.Query, learn: Learn | None, options: dict[str, Any], *
                           f"a noisy histogram over {len(EDGES) - 1} logarithmic bins",
                           "epsilon": step.epsilon, "learnt": True, "per_bound": False}
                          for name, step in bounds.steps.items()])
-    plan = query.plan(**{k: v for k, v in rest.items() if k != "alpha"})
-    return (pd.concat([df, rows], ignore_index=True),
-            compose([bounds.guarantee, plan.guarantee], "basic"))
+    return pd.concat([df, rows], ignore_index=True), compose(spends(query, learn, options), "basic")
+
+
+def spends(query: tables.Query, learn: Learn | None, options: dict[str, Any]) -> list[Guarantee]:
+    """The guarantees a release of `query` spends, in the order it spends them: the learnt
+    bounds' histogram (with `learn`), then the aggregates (their guarantee does not depend on
+    the bounds they get). Public: read from the plans alone."""
+    plain = {k: v for k, v in options.items() if k != "alpha"}
+    if learn is None:
+        return [query.plan(**plain).guarantee]
+    eps_bounds, rest = _split(learn, plain)
+    bounds = _bounds_query(query, learn).plan(eps_bounds, max_rows_per_group=learn.max_rows)
+    return [bounds.guarantee, query.plan(**rest).guarantee]
+
+
+def _described(df: pd.DataFrame, query: tables.Query, shown: Mapping[str, str] | None) -> pd.DataFrame:
+    if shown:
+        df["what"] = [written(query.aggregates[n], shown).describe() for n in df["aggregate"]]
+    return df
 
 
 def approximate_bounds(counts: np.ndarray, scale: float, false_bin: float = FALSE_BIN) -> tuple[float, float]:
@@ -272,5 +319,5 @@ def approximate_bounds(counts: np.ndarray, scale: float, false_bin: float = FALS
     return EDGES[passed[0]], EDGES[passed[-1] + 1]
 
 
-__all__ = ["EDGES", "Learn", "Make", "UnitAggregate", "approximate_bounds", "bounds_warning", "learn_bounds",
-           "preview", "unit_query"]
+__all__ = ["EDGES", "Learn", "Make", "UnitAggregate", "approximate_bounds", "as_written", "bounds_warning",
+           "learn_bounds", "preview", "spends", "unit_query", "written"]

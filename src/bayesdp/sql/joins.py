@@ -1,6 +1,7 @@
 """JOIN in DP SQL: the FROM table joined with tables the metadata marks public (`public = true`:
-`Table.join_public`) or of the same privacy unit (the same `privacy_unit` column: `Table.join`,
-with the metadata's `max_rows_per_key` when the join is not on the unit). With the BigQuery
+`Table.join_public`; never on the privacy unit, and with at most the metadata's `max_rows_per_key`
+rows per join key when it gives one) or of the same privacy unit (the same `privacy_unit` column:
+`Table.join`, with the metadata's `max_rows_per_key` when the join is not on the unit). With the BigQuery
 clause, a table without metadata that has the clause's `privacy_unit_column` shares the unit.
 
 `[INNER] JOIN` and `LEFT [OUTER] JOIN`, on equalities of a column of each side (`ON a.x = b.y AND
@@ -17,11 +18,11 @@ from typing import Any
 from sqlglot import exp
 
 from bayesdp import tables
-from bayesdp.errors import BayesdpError
+from bayesdp.errors import BayesdpError, check_positive_int
 from bayesdp.expressions import fold, resolve_column
 from bayesdp.sql.metadata import Column, TableMetadata
 from bayesdp.sql.refusals import SqlError, span
-from bayesdp.tables.joins import right_names
+from bayesdp.tables.joins import repeated, right_names
 
 _JOIN_ARGS = ("this", "side", "kind", "on", "using")
 _ON = "ON {} is not supported: ON takes equalities of a column of each table, as a.x = b.y, joined by AND"
@@ -51,6 +52,8 @@ def apply_joins(tree: exp.Select, joins: list[exp.Join], table: tables.Table, al
             before = list(table.columns)
             pairs = _pairs(join, before, other_cols, aliases, mine, refuse)
             if right_meta is not None and right_meta.public:
+                _off_unit(join, pairs, before, table.privacy_unit, mine, refuse)
+                _few_per_key(right, source, [b for _, b in pairs], right_meta.max_rows_per_key, refuse)
                 table = table.join_public(source, dict(pairs), how=how)
             else:
                 # The metadata's max_rows_per_key serves joins off the unit; on the unit, each
@@ -107,6 +110,38 @@ def _shared_unit(right: exp.Table, right_meta: TableMetadata | None, table: tabl
     raise refuse(f"JOIN reads {right.name!r}, which the metadata marks neither public "
                  f"(public = true) nor of the query's privacy unit {unit!r} (privacy_unit = "
                  f"{unit!r}): a release joins only public tables and tables of the same unit", right)
+
+
+def _off_unit(join: exp.Join, pairs: list[tuple[str, str]], left: list[str], unit: str | None,
+              mine: set[str], refuse: Refuse) -> None:
+    """Refuse a public table joined on the privacy unit: its columns would be functions of the
+    unit, which WHERE, GROUP BY or an aggregate could then read under another name."""
+    if unit is None:
+        return
+    for a, _ in pairs:
+        if resolve_column(a, left, "ON") == unit:
+            # The left table's column (in ON; USING names both sides at once).
+            culprit = next((n for n in join.find_all(exp.Column, exp.Identifier)
+                            if fold(n.name) == fold(a) and span(n)[0] is not None and not (
+                                isinstance(n, exp.Column) and n.table.lower() in mine)), join)
+            raise refuse(f"JOIN on the privacy unit {unit!r} with a public table would read the "
+                         "privacy unit through the public table's columns: join on other columns",
+                         culprit)
+
+
+def _few_per_key(right: exp.Table, source: Any, keys: list[str], most: int | None, refuse: Refuse) -> None:
+    """Refuse a public table with more than `most` rows (its metadata's max_rows_per_key) on one
+    join key: a row matching a key joins that many rows, so the work of a query, and its time,
+    would grow with which keys the private rows hold."""
+    if most is None:
+        return
+    most = check_positive_int("max_rows_per_key", most)
+    public = tables.table(source, None)
+    found = repeated(public.engine, [resolve_column(k, public.columns, "ON") or k for k in keys], most)
+    if found is not None:
+        raise refuse(f"the public table {right.name!r} has more than {most} row(s) with the join key "
+                     f"{found!r} (max_rows_per_key = {most} in its metadata): join on columns whose "
+                     f"keys it holds at most {most} time(s)", right)
 
 
 def _pairs(join: exp.Join, left: list[str], right: list[str], aliases: set[str], mine: set[str],

@@ -15,6 +15,7 @@ contribution bounds, per-column bounds and public keys, default ε, δ and α (T
     public = true                     # a `WHERE country IN (...)` list gives public keys
     [tables.campaigns]
     public = true                     # a public table, which a JOIN may read
+    max_rows_per_key = 1              # optional: refused if it has more rows on a JOIN's key
     [tables.profiles]
     privacy_unit = "user_id"          # the same unit: a JOIN pairs each user's rows
     max_rows_per_key = 1              # when the JOIN is not on the unit (`bayesdp.sql.joins`)
@@ -50,7 +51,8 @@ class TableMetadata:
     options: dict[str, Any] = field(default_factory=dict)  # max_groups_per_unit, epsilon, ...
     columns: dict[str, Column] = field(default_factory=dict)
     public: bool = False  # a public table, which a JOIN may read (`bayesdp.sql.joins`)
-    max_rows_per_key: int | None = None  # a private JOIN off the unit keeps this many rows per key
+    max_rows_per_key: int | None = None  # a private JOIN off the unit keeps this many rows per key;
+    # a public table may have at most this many rows per JOIN key
 
 
 def load(metadata: str | Path | Mapping[str, Any] | None) -> dict[str, TableMetadata]:

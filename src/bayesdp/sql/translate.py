@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -93,6 +93,7 @@ class Translation:
     tokens: tuple[Token, ...]
     learn: bigquery.Learn | None = None  # bounds the BigQuery clause learns before its release
     per_unit: bool = False  # the BigQuery clause: `query` reads each unit's values per group
+    shown: dict[str, str] = field(default_factory=dict)  # per-unit columns: what the analyst wrote
 
     def call(self, node: exp.Expr) -> str:
         return call_sql(node, self.dialect)
@@ -278,9 +279,10 @@ class _Translator:
             raise self.error(_public(exc), tree.args.get("group")) from None
         options = self._options(clause, epsilon, delta)
         learn = None
+        shown: dict[str, str] = {}
         try:
             if self.per_unit:
-                query, learn, options["max_rows_per_group"] = bigquery.unit_query(
+                query, learn, options["max_rows_per_group"], shown = bigquery.unit_query(
                     table, by, keys, cast(dict[str, bigquery.UnitAggregate], self.aggregates),
                     options.get("max_rows_per_group"))
             else:
@@ -293,7 +295,7 @@ class _Translator:
             raise self.error(_public(exc), culprit) from None
         order = tree.args.get("order")
         return Translation(
-            self.text, query=query, options=options, learn=learn, per_unit=self.per_unit,
+            self.text, query=query, options=options, learn=learn, per_unit=self.per_unit, shown=shown,
             outputs=tuple(outputs), aggregates=dict(self.names), squared=frozenset(self.squared),
             having=tree.args["having"].this if tree.args.get("having") else None,
             order=tuple(order.expressions) if order else (),

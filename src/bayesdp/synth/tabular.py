@@ -34,6 +34,8 @@ MAX_BINS = 1000
 EPSILON_RANGE = (1e-12, 1e5)
 
 METHODS = ("mst", "aim", "independent")
+# Each method's model as a sentence names it, with its article ("an MST model").
+MODEL_WORDS = {"mst": "an MST model", "aim": "an AIM model", "independent": "a model of independent columns"}
 # Shares of the budget spent on privately discovering categorical domains, when any is needed.
 DISCOVERY_RHO_SHARE = 0.1
 DISCOVERY_DELTA_SHARE = 0.5
@@ -96,17 +98,34 @@ class Synthesizer:
             raise invalid("columns", name, f"one of {self.columns}")
         return self.columns.index(name)
 
+    def _full_cells(self) -> int | None:
+        """The cells of the full contingency table when it was measured whole (small domains)."""
+        whole = tuple(range(len(self.specs)))
+        theta = self.model.estimate.theta if isinstance(self.model, GraphModel) else {}
+        return int(theta[whole].size) if len(whole) > 1 and whole in theta else None
+
     def explain(self) -> str:
-        pairs = ", ".join(f"{a}~{b}" for a, b in self.edges) or "none"
         found = f" Domains of {list(self.discovered)} were discovered privately." \
             if self.discovered else ""
+        cells = self._full_cells()
+        if cells is None:
+            pairs = ", ".join(f"{a}~{b}" for a, b in self.edges) or "none"
+            measured, source = f"noisy marginals with {self.guarantee}", "noisy marginals"
+            kept = f"Dependent column pairs kept: {pairs}."
+            lost = " and patterns beyond the kept pairs are not preserved"
+        else:
+            measured = (f"the noisy full contingency table of {', '.join(self.columns)} ({cells:,} "
+                        f"cells) with {self.guarantee}")
+            source, lost = "noisy table", ""
+            kept = ("The domain is small enough that every combination of values was measured at "
+                    "once instead of by marginals, so all dependence between the columns is kept, "
+                    "up to the noise.")
         return (
-            f"Synthetic rows from a {self.method} model of {len(self.specs)} columns, fitted to "
-            f"noisy marginals with {self.guarantee} (ρ = {self.rho:.4g} zCDP for the "
-            f"measurements). Dependent column pairs kept: {pairs}.{found} Any number of rows may "
-            "be drawn at no further privacy cost; they carry no more information than the noisy "
-            "marginals, so their count is not a sample size and patterns beyond the kept pairs "
-            f"are not preserved. {self.guarantee.explain(n=max(1, round(self.n_estimate)))}"
+            f"Synthetic rows from {MODEL_WORDS[self.method]} of {len(self.specs)} columns, fitted to "
+            f"{measured} (ρ = {self.rho:.4g} zCDP for the measurements). {kept}{found} Any number "
+            f"of rows may be drawn at no further privacy cost; they carry no more information than "
+            f"the {source}, so their count is not a sample size{lost}. "
+            f"{self.guarantee.explain(n=max(1, round(self.n_estimate)))}"
         )
 
 

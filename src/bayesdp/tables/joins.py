@@ -98,24 +98,31 @@ def public_engine(public: Any, left: Engine) -> Engine:
     return engine_for(public)
 
 
-def check_unique(engine: Engine, columns: list[str]) -> None:
-    """A public table's join columns hold each key once (a row-level table's row must stay one
-    row); a key with a null never matches, so those rows may repeat."""
+def repeated(engine: Engine, columns: list[str], most: int = 1) -> tuple[Any, ...] | None:
+    """A key of `columns` that more than `most` of the table's rows hold, or None; a key with a
+    null never matches, so those rows do not count."""
     duck = _duckdb(engine)
     if duck is not None:
         cols = ", ".join(ident(c) for c in columns)
         known = " AND ".join(f"{ident(c)} IS NOT NULL" for c in columns)
         found = duck.rows(f"SELECT {cols} FROM {SOURCE} WHERE {known} GROUP BY ALL "
-                          "HAVING count(*) > 1 LIMIT 1")
+                          f"HAVING count(*) > {int(most)} LIMIT 1")
     else:
         from pyspark.sql import functions as F
 
         frame = engine.frame  # type: ignore[attr-defined]
         found = frame.dropna(subset=columns).groupBy(*columns).agg(F.count(F.lit(1)).alias("__n")) \
-            .where(F.col("__n") > 1).select(*columns).limit(1).collect()
-    if found:
+            .where(F.col("__n") > int(most)).select(*columns).limit(1).collect()
+    return tuple(found[0]) if found else None
+
+
+def check_unique(engine: Engine, columns: list[str]) -> None:
+    """A public table's join columns hold each key once (a row-level table's row must stay one
+    row); a key with a null never matches, so those rows may repeat."""
+    found = repeated(engine, columns)
+    if found is not None:
         raise InvalidParameter(
-            f"the public table repeats keys of {columns} (such as {tuple(found[0])!r}): a table "
+            f"the public table repeats keys of {columns} (such as {found!r}): a table "
             "without a privacy unit treats each row as a person, so a row matching several public "
             "rows would become several people. Join on unique keys, or name the privacy unit "
             "(bdp.table(..., privacy_unit=...))")

@@ -64,6 +64,15 @@ class UnitMean(Mean):
         return super().sensitivity(part, 1)
 
 
+def fresh_prefix(base: str, taken: Sequence[str]) -> str:
+    """`base`, lengthened with underscores until no name in `taken` starts with it (any case):
+    every name made by appending to it is then free, whatever columns the table holds."""
+    lowered = [t.lower() for t in taken]
+    while any(t.startswith(base.lower()) for t in lowered):
+        base += "_"
+    return base
+
+
 def per_unit(table: Table, by: Sequence[str], values: Mapping[str, tuple[Reduction, RowExpression | None]],
              rows: Mapping[str, RowExpression] | None = None, *, max_rows: int = ROWS,
              rng: Rng | None = None) -> Table:
@@ -181,13 +190,14 @@ def _sql(sql: type[_Duck] | type[_Spark], table: Table, by: Sequence[str],
     # Rows are chosen by a keyed hash of the values kept: rows that tie hold the same values, so
     # which of them is kept changes nothing, and a unit's choice depends on its own rows only.
     kept = ", ".join(number(e) for e in rows.values())
+    j = q(fresh_prefix("bdp_j", [table.privacy_unit or "", *by, *values, *rows]))  # the row's rank
     inner = ", ".join([pair, *(f"{reduce(how, e)} {window} AS {q(n)}" for n, (how, e) in values.items()),
                        *(f"{number(e)} AS {q(n)}" for n, e in rows.items()),
                        f"row_number() OVER (PARTITION BY {pair} ORDER BY {first} IS NULL, "
-                       f"{sql.row_hash(kept, seed)}) AS bdp_j"])
-    outer = ", ".join([pair, *(f"CASE WHEN bdp_j = 1 THEN {q(n)} END AS {q(n)}" for n in values),
+                       f"{sql.row_hash(kept, seed)}) AS {j}"])
+    outer = ", ".join([pair, *(f"CASE WHEN {j} = 1 THEN {q(n)} END AS {q(n)}" for n in values),
                        *(q(n) for n in rows)])
-    return _named(f"SELECT {outer} FROM (SELECT {inner} FROM {source}) WHERE bdp_j <= {int(max_rows)}")
+    return _named(f"SELECT {outer} FROM (SELECT {inner} FROM {source}) WHERE {j} <= {int(max_rows)}")
 
 
 def _named(query: str) -> str:
@@ -195,4 +205,4 @@ def _named(query: str) -> str:
     return f"WITH bdp_per_unit AS ({query}) SELECT * FROM bdp_per_unit"
 
 
-__all__ = ["ROWS", "UnitMean", "UnitSum", "materialized", "per_unit"]
+__all__ = ["ROWS", "UnitMean", "UnitSum", "fresh_prefix", "materialized", "per_unit"]

@@ -189,4 +189,4 @@ def selection_needs(plan: Plan) -> str:
     assert plan.selection is not None
     half, most = plan.selection.threshold(), plan.selection.threshold(0.95)
     return (f"partition selection releases a group with probability 1/2 when it has about "
-            f"{half:,} {plan.unit}s, and 95% at {most:,}")
+            f"{half:,} privacy units (each one {plan.unit}), and 95% at {most:,}")
