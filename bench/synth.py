@@ -7,6 +7,10 @@
           a 30,000 x 10 chain-network table and a small domain (200,000 x 5, 1,024 cells) beside
           the full table with Laplace(1/ε) noise: fit and sample time, mean and max 2-way TVD,
           mean 3-way TVD, train-on-synthetic/test-on-real AUC, peak memory; all in one run.
+          SmartNoise AIM logs its rounds with their times (`--aim-option rounds=28` etc. for its
+          documented settings; `--only uci` for one table).
+  speed   fit times (wall and CPU) on Adult of MST at an earlier commit (`--then`, that commit's
+          `src` from git archive), MST now and AIM now, interleaved in one process.
 
 SmartNoise's default sampler ("round") breaks correlations between columns (mbi#145: it filled
 each column given its parents by rounding, which reorders rows); both anchors sample i.i.d.
@@ -218,12 +222,25 @@ def _iid_samplers() -> None:
     AIMSynthesizer.sample = aim_sample
 
 
-def run_snsynth(real, test, target, positive, method="mst") -> dict[str, float]:
+def _log_rounds() -> None:
+    """SmartNoise AIM's verbose lines (one per round) with the seconds since the fit began."""
+    import snsynth.aim.aim as sn_aim
+
+    t0 = time.perf_counter()
+    sn_aim.print = lambda *a: print(f"  [snsynth aim {time.perf_counter() - t0:7.1f} s]", *a,
+                                    flush=True)
+
+
+def run_snsynth(real, test, target, positive, method="mst", options=None) -> dict[str, float]:
     from snsynth import Synthesizer
 
     _iid_samplers()
+    extra = dict(options or {})
+    if method == "aim":
+        _log_rounds()
+        extra["verbose"] = True
     t0 = time.perf_counter()
-    m = Synthesizer.create(method, epsilon=EPSILON, delta=DELTA)
+    m = Synthesizer.create(method, epsilon=EPSILON, delta=DELTA, **extra)
     m.fit(real, categorical_columns=list(real.columns), preprocessor_eps=0.0)
     t1 = time.perf_counter()
     syn = pd.DataFrame(m.sample(len(real)), columns=real.columns).astype(str)
@@ -231,11 +248,17 @@ def run_snsynth(real, test, target, positive, method="mst") -> dict[str, float]:
     return {"fit": t1 - t0, "sample": t2 - t1, **_score(real, syn, test, target, positive)}
 
 
+def _row(name: str, r: dict[str, float]) -> str:
+    return (f"{name:<22}{r['fit']:>9.2f}{r['sample']:>10.2f}{r['tvd']:>11.4f}{r['tvd_max']:>10.4f}"
+            f"{r['tvd3']:>11.4f}{r['auc']:>10.3f}{r.get('peak_mb', float('nan')):>9.1f}")
+
+
 def _mean(runs: list[dict[str, float]]) -> dict[str, float]:
     return {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
 
 
-def tables(reps: int, anchor_reps: int, anchor_aim: bool) -> None:
+def tables(reps: int, anchor_reps: int, anchor_aim: bool, only: str | None = None,
+           aim_options: dict[str, int] | None = None, anchor_mst: bool = True) -> None:
     warnings.filterwarnings("ignore")
     train, test, domain = load_adult()
     rows = chain_table(45_000)  # 30,000 to fit, 15,000 more from the same network to test on
@@ -249,8 +272,9 @@ def tables(reps: int, anchor_reps: int, anchor_aim: bool) -> None:
         ("small domain 200,000 x 5 (1,024 cells)", small_fit,
          {c: [str(v) for v in range(4)] for c in small}, small_test, "z0", "1"),
     ]
+    cases = [c for c in cases if only is None or c[0].lower().startswith(only)]
     # Untimed: compiles the discrete Gaussian sampler (numba), which would add to the first fit.
-    synthesize(chain, EPSILON, DELTA, domain=cases[1][2])
+    synthesize(chain, EPSILON, DELTA, domain={c: sorted(rows[c].unique(), key=int) for c in chain})
     have_sn = anchor_reps > 0 and importlib.util.find_spec("snsynth") is not None
     results: dict[str, dict[str, dict[str, float]]] = {}
     for label, real, dom, test_set, target, positive in cases:  # bayesdp first: RSS before JAX
@@ -264,11 +288,14 @@ def tables(reps: int, anchor_reps: int, anchor_aim: bool) -> None:
             results[label]["full table, Laplace"] = _mean(
                 [run_full_laplace(real, dom, test_set, target, positive) for _ in range(reps)])
     rss_bayesdp = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    anchors = ["mst", "aim"] if anchor_aim else ["mst"]
+    anchors = ["mst"] * anchor_mst + ["aim"] * anchor_aim
     for label, real, _, test_set, target, positive in cases if have_sn else []:
         for method in anchors:
-            results[label][f"snsynth {method.upper()} (i.i.d.)"] = _mean(
-                [run_snsynth(real, test_set, target, positive, method) for _ in range(anchor_reps)])
+            name = f"snsynth {method.upper()} (i.i.d.)"
+            results[label][name] = _mean(
+                [run_snsynth(real, test_set, target, positive, method,
+                             aim_options if method == "aim" else None) for _ in range(anchor_reps)])
+            print(f"{label}: {_row(name, results[label][name])}", flush=True)
     print(f"bayesdp runs: {reps} per method; SmartNoise runs: {anchor_reps if have_sn else 0} "
           f"({', '.join(anchors)}); process peak RSS after all bayesdp runs (before SmartNoise): "
           f"{rss_bayesdp:.0f} MB")
@@ -280,9 +307,7 @@ def tables(reps: int, anchor_reps: int, anchor_aim: bool) -> None:
         print(f"{'method':<22}{'fit s':>9}{'sample s':>10}{'TVD2 mean':>11}{'TVD2 max':>10}"
               f"{'TVD3 mean':>11}{'TSTR AUC':>10}{'peak MB':>9}")
         for name, r in results[label].items():
-            print(f"{name:<22}{r['fit']:>9.2f}{r['sample']:>10.2f}{r['tvd']:>11.4f}"
-                  f"{r['tvd_max']:>10.4f}{r['tvd3']:>11.4f}{r['auc']:>10.3f}"
-                  f"{r.get('peak_mb', float('nan')):>9.1f}")
+            print(_row(name, r))
         res = results[label]
         b, a = res["bayesdp mst"], res["bayesdp aim"]
         print(f"bayesdp aim/mst: fit time {a['fit'] / b['fit']:.1f}x, TVD2 {a['tvd'] / b['tvd']:.2f}")
@@ -302,6 +327,59 @@ def tables(reps: int, anchor_reps: int, anchor_aim: bool) -> None:
                   "(run with .venv-synth: make synth-env)")
 
 
+def load_then(src: str):
+    """`bayesdp` from another commit's `src` (e.g. `git archive 024a7d2 src`), imported beside
+    this one as `bayesdp_then`: a copy whose own imports are renamed."""
+    import re
+    import shutil
+    import sys
+    import tempfile
+
+    dst = tempfile.mkdtemp(prefix="bayesdp-then-")
+    shutil.copytree(os.path.join(src, "bayesdp"), os.path.join(dst, "bayesdp_then"))
+    for root, _, files in os.walk(dst):
+        for f in files:
+            if f.endswith(".py"):
+                path = os.path.join(root, f)
+                with open(path, encoding="utf-8") as fh:
+                    text = re.sub(r"\b(from|import) bayesdp\b", r"\1 bayesdp_then", fh.read())
+                with open(path, "w", encoding="utf-8") as fh:
+                    fh.write(text)
+    sys.path.insert(0, dst)
+    return importlib.import_module("bayesdp_then")
+
+
+def speed(reps: int, then_src: str) -> None:
+    """Fit times on Adult of MST at an earlier commit, MST now and AIM now, interleaved in one
+    process after an untimed fit of each (the JIT compiled), and AIM's 2-way TVD per fit."""
+    warnings.filterwarnings("ignore")
+    train, _, domain = load_adult()
+    then = load_then(then_src)
+    fits = {"mst then": lambda: then.synthesize(train, EPSILON, DELTA, method="mst", domain=domain),
+            "mst now": lambda: synthesize(train, EPSILON, DELTA, method="mst", domain=domain),
+            "aim now": lambda: synthesize(train, EPSILON, DELTA, method="aim", domain=domain)}
+    for f in fits.values():
+        f()
+    times: dict[str, list[tuple[float, float]]] = {k: [] for k in fits}
+    tvd: list[float] = []
+    for _ in range(reps):
+        for name, f in fits.items():
+            t0, c0 = time.perf_counter(), time.process_time()
+            model = f()
+            times[name].append((time.perf_counter() - t0, time.process_time() - c0))
+            if name == "aim now":
+                tvd.append(float(np.mean(list(marginal_tvd(train, model.sample(len(train)), 2).values()))))
+        print("  " + ", ".join(f"{k} {v[-1][0]:.2f} s ({v[-1][1]:.2f} CPU)" for k, v in times.items())
+              + f", aim TVD2 {tvd[-1]:.4f}", flush=True)
+    for kind, col in (("wall", 0), ("CPU", 1)):
+        med = {k: float(np.median([t[col] for t in v])) for k, v in times.items()}
+        print(f"{kind} medians over {reps} interleaved fits: "
+              + ", ".join(f"{k} {v:.2f} s" for k, v in med.items())
+              + f"; AIM now / MST then {med['aim now'] / med['mst then']:.1f}x, AIM now / MST now "
+              f"{med['aim now'] / med['mst now']:.1f}x")
+    print(f"AIM TVD2 mean {np.mean(tvd):.4f} (sd {np.std(tvd, ddof=1) if reps > 1 else float('nan'):.4f})")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = p.add_subparsers(dest="what", required=True)
@@ -312,12 +390,24 @@ def main() -> None:
     t.add_argument("--reps", type=int, default=3, help="runs per bayesdp method")
     t.add_argument("--anchor-reps", type=int, default=1, help="SmartNoise runs (0: skip)")
     t.add_argument("--anchor-aim", action="store_true", help="also run SmartNoise AIM (slow)")
+    t.add_argument("--aim-option", action="append", default=[], metavar="NAME=INT",
+                   help="a SmartNoise AIM setting, e.g. rounds=32 or max_model_size=10")
+    t.add_argument("--no-anchor-mst", action="store_true", help="skip SmartNoise MST")
+    t.add_argument("--only", choices=["uci", "chain", "small"], help="one table only")
+    v = sub.add_parser("speed")
+    v.add_argument("--reps", type=int, default=5, help="interleaved fits of each")
+    v.add_argument("--then", required=True, metavar="SRC",
+                   help="`src` of the commit MST is compared at (git archive COMMIT src)")
     args = p.parse_args()
     print(f"date {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; 2 shared cores")
     if args.what == "rates":
         rates(args.reps, args.sizes)
+    elif args.what == "speed":
+        speed(args.reps, args.then)
     else:
-        tables(args.reps, args.anchor_reps, args.anchor_aim)
+        opts = {k: int(v) for k, v in (o.split("=", 1) for o in args.aim_option)}
+        tables(args.reps, args.anchor_reps, args.anchor_aim, args.only, opts,
+               not args.no_anchor_mst)
 
 
 if __name__ == "__main__":

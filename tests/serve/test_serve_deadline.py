@@ -24,7 +24,7 @@ from bayesdp.serve.state import State
 
 def test_an_answer_ready_early_waits_for_the_deadline() -> None:
     start = time.monotonic()
-    assert timing.run_with_deadline(lambda: 7, 0.2, lambda: -1) == 7
+    assert timing.run_with_deadline(lambda: 7, 0.2, lambda _: -1) == 7
     assert time.monotonic() - start >= 0.2
 
 
@@ -34,7 +34,7 @@ def test_an_error_ready_early_waits_for_the_deadline_too() -> None:
 
     start = time.monotonic()
     with pytest.raises(ValueError, match="from the data"):
-        timing.run_with_deadline(fail, 0.2, lambda: -1)
+        timing.run_with_deadline(fail, 0.2, lambda _: -1)
     assert time.monotonic() - start >= 0.2
 
 
@@ -54,7 +54,7 @@ def test_slow_engine_work_is_interrupted_and_the_default_answers_at_the_deadline
             ended.set()
 
     start = time.monotonic()
-    assert timing.run_with_deadline(slow, 0.3, lambda: -1) == -1
+    assert timing.run_with_deadline(slow, 0.3, lambda _: -1) == -1
     took = time.monotonic() - start
     assert 0.3 <= took < 0.3 + 0.25, took
     assert ended.wait(5), "the engine went on with the cut-off request's query"
@@ -70,7 +70,7 @@ def test_a_request_s_time_limit_also_stops_the_queries_its_deadline_thread_opens
                                           "WHERE a.range * b.range % 7 = 3").fetchall()[0][0])
 
     with limits.working(limits.Work(), 0.2), pytest.raises(duckdb.InterruptException):
-        timing.run_with_deadline(slow, 2.0, lambda: -1)
+        timing.run_with_deadline(slow, 2.0, lambda _: -1)
 
 
 class Spends:
@@ -131,7 +131,7 @@ def test_a_cut_off_costs_the_same_wherever_it_stops_a_release_with_learnt_bounds
 
             def counted(self: timing.GuardedLedger, guarantee: Any, label: str) -> Any:
                 if len(made) == cut_at:
-                    cut()  # the deadline passes now: spends what is left, raises DeadlinePassed
+                    cut(1.0)  # the deadline passes now: spends what is left, raises DeadlinePassed
                 made.append(label)
                 return spend(self, guarantee, label)
 
@@ -154,7 +154,7 @@ def test_a_cut_off_costs_the_same_wherever_it_stops_a_release_with_learnt_bounds
 @pytest.fixture
 def service(tmp_path: Path) -> Service:
     config = load_config(write_service(tmp_path))
-    config = replace(config, timing=timing.TimingConfig(runs=1))
+    config = replace(config, timing=timing.TimingConfig(runs=1, margin=5.0))  # no cut-off when loaded
     return Service(config, State(config))
 
 
@@ -195,15 +195,17 @@ def test_deadlines_follow_the_cost_bound(service: Service) -> None:
         "length(replace(replace(replace(replace(shop, 'a', 'aa'), 'a', 'aa'), 'a', 'aa'), 'a', 'aa')) > 0"]})
     cfg = timing.TimingConfig(runs=1, least=0.0)
     # 10 ms per unit of cost (its worst case: no margin on it), every release shape 10 ms.
-    deadlines = timing.Releases(service.deadlines["visits"].synthetic, 0.01, cfg)
+    deadlines = timing.Releases(service.deadlines["visits"].synthetic, timing.Expected(0.01, 0.01), cfg)
 
     def run(q: Any) -> None:
         time.sleep(0.01)
 
     cost = timing.query_cost(costly.table.filters)
     assert cost > 50
-    gap = deadlines.deadline(costly, options, run, "spec") - deadlines.deadline(cheap, options, run, "spec")
-    assert gap == pytest.approx(0.01 * cost, abs=0.05)
+    for mode in ("alone", "busy"):
+        gap = getattr(deadlines.deadline(costly, options, run, "spec"), mode) - \
+            getattr(deadlines.deadline(cheap, options, run, "spec"), mode)
+        assert gap == pytest.approx(0.01 * cost, abs=0.05)
 
 
 def config_doc(root: Path, timing_doc: Any = None) -> dict[str, Any]:
@@ -236,15 +238,17 @@ def test_a_release_that_fails_on_the_synthetic_rows_still_gets_a_deadline(servic
         time.sleep(0.01)
         raise ValueError("made-up rows")
 
-    assert service.deadlines["visits"].deadline(query, options, fails, "spec") >= 0.02
+    expected = service.deadlines["visits"].deadline(query, options, fails, "spec")
+    assert min(expected.alone, expected.busy) >= 0.01
 
 
 def test_every_deadline_has_the_slack_for_scheduling_delays(service: Service) -> None:
     ds = service.config.datasets["visits"]
     query, _, options = service.query(ds, {"epsilon": 1.0, "aggregates": {"n": {"kind": "count"}}})
     cfg = timing.TimingConfig(runs=1, least=0.0, slack=0.3)
-    deadlines = timing.Releases(service.deadlines["visits"].synthetic, 0.0, cfg)
-    seconds = deadlines.deadline(query, options, lambda q: time.sleep(0.01), "spec")
+    deadlines = timing.Releases(service.deadlines["visits"].synthetic, timing.Expected(0.0, 0.0), cfg)
+    expected = deadlines.deadline(query, options, lambda q: time.sleep(0.01), "spec")
+    _, seconds = timing.Lanes(2, cfg).admit(expected)
     # The slack is added once (a second would put it past 0.6 s); the 0.25 s allow a loaded machine.
     assert cfg.margin * 0.01 + 0.3 <= seconds < cfg.margin * 0.01 + 0.3 + 0.25
 
@@ -260,12 +264,12 @@ def test_a_shape_is_timed_with_bare_columns_and_no_filter_whatever_asked_first(s
         seen.append(q)
         running.release()
 
-    deadlines = timing.Releases(service.deadlines["visits"].synthetic, 0.0,
+    deadlines = timing.Releases(service.deadlines["visits"].synthetic, timing.Expected(0.0, 0.0),
                                 timing.TimingConfig(runs=2, lanes=3), service.deadlines["visits"].bare)
     query, _, options = service.query(ds, {"epsilon": 1.0, "where": ["shop = 'a'"], "aggregates": {
         "s": {"kind": "sum", "column": "length(replace(shop, 'a', 'aa'))", "bounds": [0, 4]}}})
     deadlines.deadline(query, options, run, "spec")
-    assert len(seen) == 1 + 2 * 3  # a warm-up, then 2 rounds of 3 lanes
+    assert len(seen) == 1 + 2 * (3 + 1)  # a warm-up, then 2 rounds of 3 lanes and 2 runs alone
     assert {q.table.filters for q in seen} == {()}
     assert {e.text for q in seen for e in q.expressions.values()} == {'"spend"'}
     assert len({id(q.table.engine) for q in seen}) == len(seen)  # a cursor each: runs at once
@@ -278,10 +282,10 @@ def test_lanes_reserve_from_deadlines_never_from_when_work_ended() -> None:
         lanes = timing.Lanes(count)
         start = time.monotonic()
         first = threading.Thread(target=timing.run_with_deadline,
-                                 args=(lambda: None, 0.2, lambda: None, lanes))
+                                 args=(lambda: None, 0.2, lambda _: None, lanes))
         first.start()
         time.sleep(0.02)  # admitted second
-        timing.run_with_deadline(lambda: None, 0.3, lambda: None, lanes)
+        timing.run_with_deadline(lambda: None, 0.3, lambda _: None, lanes)
         first.join()
         took = time.monotonic() - start
         assert expected <= took < expected + 0.1, (count, took)
@@ -294,7 +298,7 @@ def test_a_new_shape_asked_for_at_once_is_measured_once(service: Service) -> Non
     query, _, options = service.query(ds, {"epsilon": 1.0, "aggregates": {"n": {"kind": "count"}}})
     calls: list[int] = []
     cfg = timing.TimingConfig(runs=1, lanes=1)
-    deadlines = timing.Releases(service.deadlines["visits"].synthetic, 0.0, cfg)
+    deadlines = timing.Releases(service.deadlines["visits"].synthetic, timing.Expected(0.0, 0.0), cfg)
 
     def run(q: Any) -> None:
         calls.append(1)
@@ -333,39 +337,42 @@ def test_the_analyst_gets_the_plan_s_warnings_whatever_other_requests_catch_mean
 def test_a_window_for_every_lane_starts_when_all_are_free_and_holds_them_all() -> None:
     lanes = timing.Lanes(2)
     now = time.monotonic()
-    first = lanes.reserve(1.0)
-    lanes.reserve(0.5)
+    first, _ = lanes.admit(1.0)
+    lanes.admit(0.5)
     window = lanes.reserve_all(0.3)
     assert first - now < 0.05 and window >= first + 1.0  # after the longer reservation ends
-    assert lanes.reserve(0.1) >= window + 0.3 and lanes.reserve(0.1) >= window + 0.3
+    assert lanes.admit(0.1)[0] >= window + 0.3 and lanes.admit(0.1)[0] >= window + 0.3
 
 
 def test_refresh_follows_the_load_on_made_up_rows_and_no_request_runs_meanwhile(service: Service) -> None:
     ds = service.config.datasets["visits"]
     query, _, options = service.query(ds, {"epsilon": 1.0, "aggregates": {"n": {"kind": "count"}}})
     cfg = timing.TimingConfig(runs=1, least=0.0, slack=0.0, margin=1.0)
-    deadlines = timing.Releases(lambda: query.table.engine, 0.0, cfg)
-    took = [0.05]
-    assert deadlines.deadline(query, options, lambda q: time.sleep(took[0]), "spec") < 0.09
     lanes = timing.Lanes(cfg.lanes)
+    deadlines = timing.Releases(lambda: query.table.engine, timing.Expected(0.0, 0.0), cfg, lanes=lanes)
+    took = [0.05]
+
+    def busy(run: Any) -> float:
+        return deadlines.deadline(query, options, run, "spec").busy
+
+    assert busy(lambda q: time.sleep(took[0])) < 0.09
     took[0] = 0.5  # the machine got slower: a round overruns its window (2 x 0.05 s), which counts whole
     started = time.monotonic()
-    deadlines.refresh(lanes)
-    assert 0.09 < deadlines.deadline(query, options, lambda q: None, "spec") < 0.15
-    assert lanes.reserve(0.01) >= started + 0.1  # the lanes were the refresh's until its window ended
+    deadlines.refresh()
+    assert 0.09 < busy(lambda q: None) < 0.15
+    assert lanes.admit(0.01)[0] >= started + 0.1  # the lanes were the refresh's until its window ended
     time.sleep(0.5)  # the overrunning round ends
-    deadlines.refresh(lanes)  # asked for since: timed again, 0.5 s in a 0.2 s window
-    assert 0.19 < deadlines.deadline(query, options, lambda q: None, "spec") < 0.25
+    deadlines.refresh()  # asked for since: timed again, 0.5 s in a 0.2 s window
+    assert 0.19 < busy(lambda q: None) < 0.25
     time.sleep(0.5)
     took[0] = 0.001
     for _ in range(2):  # the largest of the last three timings: falls back slowly
-        deadlines.refresh(lanes)
-        assert 0.19 < deadlines.deadline(query, options, lambda q: None, "spec") < 0.25
-    deadlines.refresh(lanes)
+        deadlines.refresh()
+        assert 0.19 < busy(lambda q: None) < 0.25
+    deadlines.refresh()
     took[0] = 1.0  # not asked for since the last refresh: not timed
-    deadlines.refresh(lanes)
-    assert deadlines.deadline(query, options, lambda q: None, "spec") < 0.05
-
+    deadlines.refresh()
+    assert busy(lambda q: None) < 0.05
 
 
 def test_warnings_are_caught_per_request_not_from_other_threads(

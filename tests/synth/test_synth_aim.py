@@ -190,3 +190,16 @@ def test_warm_fit_resumes_from_the_last_step():
     before = est.n_hat * est.pair(2, 4)
     moved = np.abs(warm.n_hat * warm.marginal((2, 4)) - before).sum()
     assert moved >= 0.9 * np.abs(conv.n_hat * conv.marginal((2, 4)) - before).sum()
+
+
+def test_aim_rounds_get_an_eighth_of_the_budget_per_column():
+    # T = 8d rounds: the first (1-way) round measures d marginals at 0.9ρ/T each, 0.9ρ/8 in all,
+    # and the first selection costs 0.1ρ/T (Alg. 2's split). Deterministic.
+    table = latent_table(5_000, 5, 5, 0.6, 96)
+    codes = np.column_stack([table[c].astype(int) for c in table.columns])
+    rho = rho_for(1.0, 1e-9)
+    spend = Spend()
+    aim(Data(codes, [5] * 5), rho, 1.0, 1.0, rng_for_tests(97), spend)
+    (first, r1), (select, r2) = spend.steps[:2]
+    assert first == "1-way marginals" and r1 == pytest.approx(0.9 * rho / 8)
+    assert select.startswith("select") and r2 == pytest.approx(0.1 * rho / 40)

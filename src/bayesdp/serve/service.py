@@ -139,10 +139,11 @@ class Service:
             if ds.synthetic is not None:  # a fit failing on the data fails here, not in a request
                 check_fit(self.relation("ds", ds.name).df(), **_synthetic_args(ds))
         self._metadata = {ds.name: ds.sql_metadata() for ds in config.datasets.values()}
-        self.holdouts = {h.name: HoldoutService(self, h) for h in config.holdouts.values()}
         # Deadlines: measured on synthetic data of each table's public schema and size (public),
-        # with all lanes busy; padded requests run in these lanes.
-        self.lanes = timing.Lanes(config.timing.lanes)
+        # alone and with all lanes busy, scaled by a load probe; padded requests run in these lanes.
+        self.lanes = timing.Lanes(config.timing.lanes, config.timing,
+                                  self.db.cursor if config.timing.pad else None)
+        self.holdouts = {h.name: HoldoutService(self, h) for h in config.holdouts.values()}
         self.deadlines = {} if not config.timing.pad else {
             ds.name: timing.calibrate_dataset(self, ds, config.timing) for ds in config.datasets.values()}
         if self.deadlines and config.timing.refresh:
@@ -386,15 +387,15 @@ class Service:
         SQL's bounds to learn, spent first) and raises DeadlinePassed."""
         declared = spends(query, learn, options)
         deadlines = self.deadlines.get(ds.name)
-        seconds = None if deadlines is None else deadlines.deadline(
+        expected = None if deadlines is None else deadlines.deadline(
             query, options, lambda q: run(q, None), kind, joined, made_up if joined else None)
         guarded = timing.GuardedLedger(ledger)
 
-        def cut() -> tables.Release:
+        def cut(seconds: float) -> tables.Release:
             guarded.cut_off(declared, f"{query.describe()} (cut off at its deadline)")
-            raise timing.passed(seconds or 0.0)
+            raise timing.passed(seconds)
 
-        return timing.run_with_deadline(lambda: run(query, guarded), seconds, cut, self.lanes)
+        return timing.run_with_deadline(lambda: run(query, guarded), expected, cut, self.lanes)
 
     # -- synthetic data ------------------------------------------------------------------
 
@@ -428,7 +429,7 @@ def _refresh(service: weakref.ref[Service]) -> None:
         if (s := service()) is None:
             return
         for deadlines in s.deadlines.values():
-            deadlines.refresh(s.lanes)
+            deadlines.refresh()
         s = None
 
 
@@ -475,7 +476,7 @@ class HoldoutService:
         self.epsilon_per_overflow = ReusableHoldout(
             None, holdout=self.n, threshold=cfg.threshold, sigma=cfg.sigma, budget=1).epsilon_per_overflow
         self.model = None if not service.config.timing.pad else timing.calibrate_holdout(
-            service.db, self._tables[0], self.n, self.columns, service.config.timing)
+            service.db, self._tables[0], self.n, self.columns, service.config.timing, service.lanes.load)
 
     def _resume(self, used: int) -> None:
         """Go on with `used` overflows spent (as after a restart)."""
@@ -525,10 +526,10 @@ class HoldoutService:
         # Public (the holdout's budget left, the analyst's own share): answered without reading a row.
         if self._holdout is None or self._spent_by(analyst_id) >= self.share:
             return exhausted
-        seconds = None if self.model is None else \
+        expected = None if self.model is None else \
             self.model.deadline(len(checked), timing.query_cost(checked), self.service.config.timing)
-        return timing.run_with_deadline(lambda: self._answer(checked, exhausted, analyst_id), seconds,
-                                        lambda: self._cut(len(checked), analyst_id), self.service.lanes)
+        return timing.run_with_deadline(lambda: self._answer(checked, exhausted, analyst_id), expected,
+                                        lambda _: self._cut(len(checked), analyst_id), self.service.lanes)
 
     def _cut(self, queries: int, analyst_id: str) -> list[Answer]:
         """The answer of a request cut off at its deadline: no values, and each query charged

@@ -1,40 +1,48 @@
 """Time is an output: each request that reads private data is answered at a deadline fixed before
-it runs, from public facts only (the table's row count and the request's cost bound), never
-earlier. Work still running `RESERVE` seconds before the deadline is interrupted and answered at the
-deadline with a default fixed in advance (`DeadlinePassed`, after spending what the request
-declared), so a slow row cannot make an answer come later (Haeberlen, Pierce and Narayan,
-"Differential Privacy Under Fire", USENIX Security 2011: predictable transactions with a
-timeout and a default).
+it runs, from public facts only (the table's row count, the request's cost bound, the lanes'
+reservations and the machine's load as public synthetic work measures it), never earlier. Work
+still running `RESERVE` seconds before the deadline is interrupted and answered at the deadline
+with a default fixed in advance (`DeadlinePassed`, after spending what the request declared), so a
+slow row cannot make an answer come later (Haeberlen, Pierce and Narayan, "Differential Privacy
+Under Fire", USENIX Security 2011: predictable transactions with a timeout and a default).
 
-A deadline is `margin * typical + per_cost * extra + slack`, at least `least` seconds
-(`deadline_of`). For a release (`Releases`), `typical` is the time of a release of the same shape
-(aggregate kinds and parameters, grouping, public or private keys, spec or SQL) with every
-expression a bare column and no filter, measured on synthetic rows of the dataset's public
-schema and row count the first time the shape is asked for; `per_cost` is the time per unit of
-cost fitted at start-up on the same rows with the costliest string work the checker admits
-(`calibrate_dataset`); `extra` is the request's public cost bound beyond bare columns
-(`bayesdp.expressions.RowExpression.cost` summed over its filters and expressions,
-`release_cost`), priced at that worst case so that a CASE branch the synthetic rows do not take
-still fits. A holdout query's `Model` is fitted the same way on the public training table
-(`calibrate_holdout`). Every timing is taken with all `lanes` busy, as requests run.
+A deadline is `load * (margin * typical + per_cost * extra) + slack`, at least `least`
+seconds (`Lanes.admit`). For a release (`Releases`), `typical` is the time of a release of the
+same shape (aggregate kinds and parameters, grouping, public or private keys, spec or SQL) with
+every expression a bare column and no filter, measured on synthetic rows of the dataset's public
+schema and row count the first time the shape is asked for, in a window no request runs in
+(`Lanes.exclusive`); `per_cost` is the time per unit of cost fitted at start-up on the same rows
+with the costliest string work the checker admits (`calibrate_dataset`); `extra` is the request's
+public cost bound beyond bare columns (`bayesdp.expressions.RowExpression.cost` summed over its
+filters and expressions, `release_cost`), priced at that worst case so that a CASE branch the
+synthetic rows do not take still fits. A holdout query's `Model` is fitted the same way on the
+public training table, its cheapest point a bare numeric column (`calibrate_holdout`). Each is
+timed twice (`Expected`): alone, and with every lane running it at once; a request admitted when
+every lane is idle reserves them all and gets the first, any other one lane and the second.
+`load` comes from a fixed synthetic probe run every `probe` seconds in a window that reserves
+every lane (`Load`): the probe's recent time over its time at start-up, never below the load
+factor the request's shape was timed at. Every timing is divided by the load factor of its
+moment, so a deadline follows the machine without re-timing the shapes.
 
-Hooks for the service: `run_with_deadline(work, seconds, on_cut, lanes)` reserves a lane for
-`seconds` (`Lanes`: the reservation, and so the answer's time, is fixed at admission from the
-deadlines of the requests before it, never from how long their work took), runs `work` in its
-own thread from the reservation's start, and returns at its end; engine connections opened by
-that work pass through `watch(connection)`, so that the cut-off can interrupt them; `check()`
-inside the work refuses to go on once the request is cut off (call it, under the lock the
-cut-off takes, before a step that changes state).
+Hooks for the service: `run_with_deadline(work, expected, on_cut, lanes)` reserves lanes at
+admission (`Lanes.admit`: the reservation, and so the answer's time, is fixed from the deadlines
+of the requests before it and the probe's public timings, never from how long their work took),
+runs `work` in its own thread from the reservation's start, and returns at its end; engine
+connections opened by that work pass through `watch(connection)`, so that the cut-off can
+interrupt them; `check()` inside the work refuses to go on once the request is cut off (call it,
+under the lock the cut-off takes, before a step that changes state).
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import statistics
 import threading
 import time
+import weakref
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Any, TypeVar
 
@@ -53,19 +61,20 @@ class TimingConfig:
     """`pad`: answer at the deadline (off only for tests that do not measure time); `margin`:
     deadline over the calibrated typical time (the work is cut off `RESERVE` seconds before the
     deadline); `slack`: seconds added to every deadline, for the machine's scheduling delays,
-    which do not grow with the work; `least`: the shortest deadline in seconds; `runs`: timed
-    runs per calibration point at start-up; `lanes`: padded requests that run at once (each
-    timing is calibrated with that many running); `refresh`: seconds between re-timings of the
-    release shapes asked for meanwhile, in a window no request runs in (`Releases.refresh`; 0:
-    never), so that deadlines follow the machine's load."""
+    which do not grow with the work; `least`: the
+    shortest deadline in seconds; `runs`: timed runs per calibration point; `lanes`: padded
+    requests that run at once; `probe`: seconds between runs of the load probe (`Load`; 0:
+    never, deadlines then as timed); `refresh`: seconds between re-timings of the release shapes
+    asked for meanwhile, in a window no request runs in (`Releases.refresh`; 0: never)."""
 
     pad: bool = True
     margin: float = 1.3
-    slack: float = 0.1
-    least: float = 0.05
+    slack: float = 0.03
+    least: float = 0.01
     runs: int = 5
     lanes: int = 2
-    refresh: float = 15.0
+    refresh: float = 0.0
+    probe: float = 1.0
 
 
 def parse_timing(doc: Any, key: str = "timing") -> TimingConfig:
@@ -78,7 +87,7 @@ def parse_timing(doc: Any, key: str = "timing") -> TimingConfig:
     cfg = TimingConfig(**doc)
     if not isinstance(cfg.pad, bool):
         raise InvalidParameter(f"{key}.pad must be true or false, not {cfg.pad!r}")
-    for name, lo in (("margin", 1.0), ("slack", 0.0), ("least", 0.0), ("refresh", 0.0)):
+    for name, lo in (("margin", 1.0), ("slack", 0.0), ("least", 0.0), ("refresh", 0.0), ("probe", 0.0)):
         v = getattr(cfg, name)
         if not isinstance(v, int | float) or isinstance(v, bool) or not lo <= v < 1e6:
             raise InvalidParameter(f"{key}.{name} must be a number in [{lo:g}, 1e6), not {v!r}")
@@ -108,53 +117,92 @@ def release_cost(query: Any) -> float:
     return query_cost([*query.table.filters, *query.expressions.values()])
 
 
-def deadline_of(typical: float, extra: float, cfg: TimingConfig) -> float:
-    """`margin` times the typical seconds of the request with bare columns, plus `extra` seconds
-    of expression work priced at its worst case, plus `slack`; at least `least`."""
-    return max(cfg.least, cfg.margin * typical + extra + cfg.slack)
+@dataclass(frozen=True)
+class Expected:
+    """Seconds of a request's work at load factor 1, before the slack (`Lanes.admit`): `alone`
+    when it runs with no other lane's work, `busy` beside every lane's; timed at load `factor`,
+    below which a deadline never scales it (a probe faster than when the request's shape was
+    timed does not make its work faster)."""
+
+    alone: float
+    busy: float
+    factor: float = 1.0
+
+
+def deadline_of(work: float, factor: float, cfg: TimingConfig) -> float:
+    """`work` seconds (the margin times the typical time, plus the cost beyond bare columns
+    priced at its worst case) times the load factor, plus `slack`; at least `least`."""
+    return max(cfg.least, factor * work + cfg.slack)
 
 
 @dataclass(frozen=True)
-class Model:
+class Line:
     """Seconds a request with `parts` holdout queries of total cost `cost` per row takes on one
-    table: `fixed + per_part * (parts - 1) + per_cost * cost`, fitted on public data of the
-    table's size; bare columns (cost 1 each) are its typical time, the rest is `extra`."""
+    table at load factor 1: `fixed + per_part * (parts - 1) + per_cost * cost`, fitted on public
+    data of the table's size; bare columns (cost 1 each) are its typical time, the rest extra."""
 
     fixed: float
     per_part: float
     per_cost: float
 
-    def deadline(self, parts: int, cost: float, cfg: TimingConfig) -> float:
+    def work(self, parts: int, cost: float, margin: float) -> float:
         typical = self.fixed + self.per_part * max(parts - 1, 0) + self.per_cost * parts
-        return deadline_of(typical, self.per_cost * max(cost - parts, 0.0), cfg)
+        return margin * typical + self.per_cost * max(cost - parts, 0.0)
+
+
+@dataclass(frozen=True)
+class Model:
+    """`Line`s of a request alone and beside every lane's work."""
+
+    alone: Line
+    busy: Line
+    factor: float = 1.0  # the largest load factor its points were timed at
+
+    def deadline(self, parts: int, cost: float, cfg: TimingConfig) -> Expected:
+        return Expected(self.alone.work(parts, cost, cfg.margin), self.busy.work(parts, cost, cfg.margin),
+                        self.factor)
 
 
 Point = tuple[int, float, Callable[[], Any]]  # parts, cost, a request of that shape
 
 
-def calibrate(points: Sequence[Point], cfg: TimingConfig) -> Model:
+def calibrate(points: Sequence[Point], cfg: TimingConfig, load: Load | None = None) -> Model:
     """Fit `Model` to the median wall times of two or three requests (`_median_time`): one part
     of cost c1, one part of cost c2 > c1, and optionally several parts (of cost c3)."""
-    times = [_median_time(run, cfg) for _, _, run in points]
+    times = [_median_time(run, cfg, load) for _, _, run in points]
+    return Model(_fit(points, [t.alone for t in times]), _fit(points, [t.busy for t in times]),
+                 max(t.factor for t in times))
+
+
+def _fit(points: Sequence[Point], times: list[float]) -> Line:
     (_, c1, _), (_, c2, _) = points[:2]
     per_cost = max(0.0, (times[1] - times[0]) / (c2 - c1))
     fixed = max(times[0] - per_cost * c1, 0.0)
     if len(points) < 3:
-        return Model(fixed, 0.0, per_cost)
+        return Line(fixed, 0.0, per_cost)
     k, c3, _ = points[2]
-    return Model(fixed, max(0.0, (times[2] - fixed - per_cost * c3) / (k - 1)), per_cost)
+    return Line(fixed, max(0.0, (times[2] - fixed - per_cost * c3) / (k - 1)), per_cost)
 
 
-def _median_time(run: Callable[[], Any], cfg: TimingConfig) -> float:
-    """Median wall time of `run()` over `runs` rounds of `lanes` runs at once (each lane as busy
-    as when requests fill them all), after one untimed run that warms the engine's caches.
-    `run` opens its own engine cursor: the runs of a round share no connection."""
-    times: list[float] = []
+def _median_time(run: Callable[[], Any], cfg: TimingConfig, load: Load | None) -> Expected:
+    """Median wall times of `run()` over `runs` runs alone and `runs` rounds of `lanes` runs at
+    once (each lane as busy as when requests fill them all), after one untimed run that warms
+    the engine's caches; divided by the load factor that probe rounds between them show. `run`
+    opens its own engine cursor: the runs of a round share no connection."""
+    alone: list[float] = []
+    busy: list[float] = []
+    probes: list[float] = []
     with caught():  # about made-up rows: dropped
         run()
         for _ in range(cfg.runs):
-            times += _round(run, cfg.lanes, None)
-    return statistics.median(times)
+            busy += _round(run, cfg.lanes, None)
+            if cfg.lanes > 1:
+                alone += _round(run, 1, None)
+            if load is not None:
+                probes += load.round(None)
+    factor = 1.0 if load is None else load.factor_of(probes)
+    b = statistics.median(busy) / factor
+    return Expected(statistics.median(alone) / factor if alone else b, b, factor)
 
 
 def _round(run: Callable[[], Any], lanes: int, until: float | None) -> list[float]:
@@ -183,57 +231,63 @@ def _round(run: Callable[[], Any], lanes: int, until: float | None) -> list[floa
 class Releases:
     """Deadlines of releases on one dataset: `margin` times the typical time of a release of the
     same shape, measured on synthetic rows of the dataset's public schema and size the first
-    time that shape is asked for, with no filter (all rows pass, as many as the data may let
-    through) and every expression the bare column `bare`; plus `per_cost` seconds per unit of
-    the request's cost bound beyond bare columns (`deadline_of`)."""
+    time that shape is asked for (in a window no request runs in), with no filter (all rows
+    pass, as many as the data may let through) and every expression the bare column `bare`;
+    plus `per_cost` seconds per unit of the request's cost bound beyond bare columns."""
 
-    def __init__(self, synthetic: Callable[[], Any], per_cost: float, cfg: TimingConfig,
-                 bare: RowExpression | None = None) -> None:
+    def __init__(self, synthetic: Callable[[], Any], per_cost: Expected, cfg: TimingConfig,
+                 bare: RowExpression | None = None, lanes: Lanes | None = None) -> None:
         self.synthetic, self.per_cost, self.cfg, self.bare = synthetic, per_cost, cfg, bare
-        self._typical: dict[Any, float] = {}
+        self.lanes = lanes or Lanes(cfg.lanes)
+        self._typical: dict[Any, Expected] = {}
         self._lock = threading.Lock()
         self._runs: dict[Any, Callable[[], None]] = {}  # a run of each shape on the synthetic rows
         self._recent: dict[Any, deque[float]] = {}  # its last timings (`refresh`)
         self._asked: set[Any] = set()  # the shapes asked for since the last refresh
 
     def deadline(self, query: Any, options: dict[str, Any], run: Callable[[Any], Any], kind: str,
-                 joined: tuple[str, ...] = (), made_up: Callable[[], Any] | None = None) -> float:
-        """The deadline of `run(query)` (a release of `kind`: "spec" or "sql"); measures `run` on
-        the synthetic rows the first time a release of this shape is asked for. A query that
-        joins public tables (`joined`: its JOIN clauses, part of its shape) is measured as
-        `made_up()` builds it: the same query over the synthetic rows joined with the public
-        tables themselves (public, their size included)."""
+                 joined: tuple[str, ...] = (), made_up: Callable[[], Any] | None = None) -> Expected:
+        """The work of `run(query)` (a release of `kind`: "spec" or "sql") before the load factor
+        and slack (`Lanes.admit`); measures `run` on the synthetic rows the first time a release
+        of this shape is asked for. A query that joins public tables (`joined`: its JOIN clauses,
+        part of its shape) is measured as `made_up()` builds it: the same query over the
+        synthetic rows joined with the public tables themselves (public, their size included)."""
         key = (kind, joined, *_shape(query, options))
         with self._lock:  # one measurement at a time: requests of a new shape wait for it
             typical = self._typical.get(key)
             if typical is None:
                 self._runs[key] = once = lambda: _attempt(lambda: run(self._stand_in(query, made_up)))
-                typical = self._typical[key] = _median_time(once, self.cfg)
-                self._recent[key] = deque([typical], maxlen=RECENT)
+                with self.lanes.exclusive():
+                    typical = self._typical[key] = _median_time(once, self.cfg, self.lanes.load)
+                self._recent[key] = deque([typical.busy], maxlen=RECENT)
             self._asked.add(key)
-        extra = release_cost(query) - (0 if self.bare is None else len(query.expressions))
-        return deadline_of(typical, self.per_cost * max(extra, 0.0), self.cfg)
+        extra = max(release_cost(query) - (0 if self.bare is None else len(query.expressions)), 0.0)
+        margin = self.cfg.margin
+        return Expected(margin * typical.alone + self.per_cost.alone * extra,
+                        margin * typical.busy + self.per_cost.busy * extra,
+                        max(typical.factor, self.per_cost.factor))
 
-    def refresh(self, lanes: Lanes) -> None:
+    def refresh(self) -> None:
         """Re-time each shape asked for since the last refresh: one round of `lanes` runs at once
         on the synthetic rows, in a window that reserves every lane (`Lanes.reserve_all`), so
         that no request's work runs in it and the timing follows the machine's load, never a
         request's data. A round not done by the end of its window (twice the shape's typical
         time, plus the slack) counts as the whole window, which is known then, before any
-        request runs. The typical time becomes the largest of the last `RECENT` timings: it rises
-        with the load at once and falls back over a few refreshes."""
+        request runs. The typical time (busy, at load factor 1) becomes the largest of the last
+        `RECENT` timings: it rises at once and falls back over a few refreshes."""
         with self._lock:
             asked, self._asked = self._asked, set()
         for key in asked:
-            window = 2 * self._typical[key] + self.cfg.slack
-            start = lanes.reserve_all(window)
+            factor = self.lanes.factor()
+            window = 2 * self._typical[key].busy * factor + self.cfg.slack
+            start = self.lanes.reserve_all(window)
             time.sleep(max(start - time.monotonic(), 0.0))
             with caught():  # about made-up rows: dropped
                 times = _round(self._runs[key], self.cfg.lanes, start + window)
             took = statistics.median(times) if len(times) == self.cfg.lanes else window
             with self._lock:
-                self._recent[key].append(took)
-                self._typical[key] = max(self._recent[key])
+                self._recent[key].append(took / factor)
+                self._typical[key] = replace(self._typical[key], busy=max(self._recent[key]))
             time.sleep(max(start + window - time.monotonic(), 0.0))
 
     def _stand_in(self, query: Any, made_up: Callable[[], Any] | None) -> Any:
@@ -289,29 +343,128 @@ _current = threading.local()
 
 RECENT = 3  # re-timings a shape's typical time is the largest of (`Releases.refresh`)
 PENDING = 16  # connections a thread keeps for its next timed request (previews open some too)
-RESERVE = 0.05  # seconds before the deadline at which work still running is cut off, so that the
+RESERVE = 0.02  # seconds before the deadline at which work still running is cut off, so that the
                 # default answer (its spend written) is ready by the deadline; at most a quarter
+PROBES = 3  # probe rounds the load factor is taken over (`Load`)
+PROBE_ROWS = 5_000_000  # rows of the probe's engine query: about 20 ms, several scheduler slices
+
+
+class Load:
+    """The machine's load as seen by a fixed synthetic probe (an engine query over made-up rows,
+    `lanes` at once, each on its own cursor from `connect()`), run in a window that reserves
+    every lane, so that no request's work runs beside it: its times depend on the machine and
+    the service's public work, never on a request's data. `factor()` is the median over the last
+    `PROBES` rounds of a round's mean time over the mean at start-up (the probe spans several
+    scheduler slices, so its time, like a request's, is its work over the share of the CPU it
+    got; the median drops a round that met a passing stall). Only ratios of factors matter
+    (`_median_time` divides each timing by the factor of its moment): the start-up mean cancels."""
+
+    def __init__(self, connect: Callable[[], Any], cfg: TimingConfig) -> None:
+        self.connect, self.cfg = connect, cfg
+        self._lock = threading.Lock()
+        self.probe()  # warms the engine
+        times = [t for _ in range(cfg.runs) for t in self.round(None)]
+        self.baseline = statistics.mean(times)
+        self._rounds: deque[list[float]] = deque([times[-cfg.lanes:]], maxlen=PROBES)
+
+    def probe(self) -> None:
+        """The fixed public work a probe runs (the same every time)."""
+        self.connect().execute(f"SELECT sum(hash(range)) FROM range({PROBE_ROWS})").fetchall()
+
+    def round(self, until: float | None) -> list[float]:
+        """The times of `lanes` probes at once (`_round`); one not done by `until` counts as
+        ending then."""
+        start = time.perf_counter()
+        times = _round(self.probe, self.cfg.lanes, until)
+        late = time.perf_counter() - start
+        return times + [late] * (self.cfg.lanes - len(times))
+
+    def factor_of(self, times: list[float]) -> float:
+        """The load factor probe `times` show."""
+        return statistics.mean(times) / self.baseline
+
+    def factor(self) -> float:
+        with self._lock:
+            return statistics.median(self.factor_of(r) for r in self._rounds)
+
+    def measure(self, lanes: Lanes) -> None:
+        """One probe round in a window of every lane, three times the probe's time at the
+        current load factor, once the work of requests before it has stopped (work cut off at
+        its deadline may take a while to stop: if the window has passed by then, no round)."""
+        window = 3 * self.baseline * self.factor()
+        start = lanes.reserve_all(window)
+        time.sleep(max(start - time.monotonic(), 0.0))
+        lanes.settle(start)
+        if time.monotonic() >= start + window:
+            return
+        times = self.round(start + window)
+        with self._lock:
+            self._rounds.append(times)
+        time.sleep(max(start + window - time.monotonic(), 0.0))
+
+
+def _probing(lanes: weakref.ref[Lanes], every: float) -> None:
+    """Run the load probe every `every` seconds while the lanes live."""
+    while (mine := lanes()) is not None:
+        assert mine.load is not None
+        try:
+            mine.load.measure(mine)
+        except Exception:  # the engine was closed: the service is going away
+            return
+        mine = None
+        time.sleep(every)
 
 
 class Lanes:
-    """`count` lanes for padded requests. A request reserves, at admission, the lane free
-    soonest, from when it is free (its last reservation's end, or now) for its deadline's
-    seconds; it runs from the start of its reservation and is answered at its end. Reservations
-    are made from deadlines only (public), never from when work ended: one request's private
-    running time moves no other request's answer. Each runs beside at most `count - 1` others,
-    as the calibration had them (`TimingConfig.lanes`)."""
+    """`count` lanes for padded requests. A request reserves them at admission (`admit`): every
+    lane when all are idle (it runs alone), else the lane free soonest, from when it is free
+    (its last reservation's end, or now); it runs from the start of its reservation and is
+    answered at its end. Reservations are made from deadlines and the probe's timings only
+    (public), never from when work ended: one request's private running time moves no other
+    request's answer. With `connect` (new engine cursors) and `cfg.probe`, a `Load` probe runs
+    every `cfg.probe` seconds in a window of every lane."""
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, cfg: TimingConfig | None = None,
+                 connect: Callable[[], Any] | None = None) -> None:
         self._free = [0.0] * count
         self._lock = threading.Lock()
+        self._running: dict[threading.Event, float] = {}  # admitted requests' work: set once
+                                                          # stopped; the end of its reservation
+        self.cfg = cfg or TimingConfig(lanes=count)
+        self.load = None if connect is None or not self.cfg.probe else Load(connect, self.cfg)
+        if self.load is not None:
+            threading.Thread(target=_probing, args=(weakref.ref(self), self.cfg.probe),
+                             name="bayesdp-load-probe", daemon=True).start()
 
-    def reserve(self, seconds: float) -> float:
-        """The start (`time.monotonic()`) of a reservation of `seconds` on the lane free soonest."""
+    def factor(self) -> float:
+        return 1.0 if self.load is None else self.load.factor()
+
+    def admit(self, expected: Expected | float, done: threading.Event | None = None) -> tuple[float, float]:
+        """The start (`time.monotonic()`) and length of a request's reservation: `expected` as
+        `deadline_of` makes it at the load factor (alone if every lane is idle now: it reserves
+        them all; else busy, on the lane free soonest), or a number of seconds as it is. `done`,
+        set when the request's work has stopped, is kept until then (`settle`)."""
+        factor = self.factor()
         with self._lock:
-            lane = min(range(len(self._free)), key=self._free.__getitem__)
-            start = max(time.monotonic(), self._free[lane])
-            self._free[lane] = start + seconds
-            return start
+            now = time.monotonic()
+            if isinstance(expected, Expected) and max(self._free) <= now:
+                start, seconds = now, deadline_of(expected.alone, max(factor, expected.factor), self.cfg)
+                self._free = [now + seconds] * len(self._free)
+            else:
+                seconds = expected if not isinstance(expected, Expected) else \
+                    deadline_of(expected.busy, max(factor, expected.factor), self.cfg)
+                lane = min(range(len(self._free)), key=self._free.__getitem__)
+                start = max(now, self._free[lane])
+                self._free[lane] = start + seconds
+            if done is not None:
+                self._running[done] = start + seconds
+            return start, seconds
+
+    def stopped(self, done: threading.Event) -> None:
+        """A request's work has stopped (`admit`'s `done`)."""
+        done.set()
+        with self._lock:
+            self._running.pop(done, None)
 
     def reserve_all(self, seconds: float) -> float:
         """The start of a reservation of every lane at once for `seconds`, when all are free."""
@@ -319,6 +472,27 @@ class Lanes:
             start = max(time.monotonic(), *self._free)
             self._free = [start + seconds] * len(self._free)
             return start
+
+    def settle(self, before: float) -> None:
+        """Wait for the work of every request reserved to end by `before` to stop (cut off, it
+        is interrupted), even one whose thread woke up after its reservation."""
+        with self._lock:
+            ended = [done for done, end in self._running.items() if end <= before]
+        for done in ended:
+            done.wait()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Every lane, from when all are free until the block ends (its length public: work on
+        made-up rows); no request is admitted meanwhile."""
+        with self._lock:
+            time.sleep(max(max(self._free) - time.monotonic(), 0.0))
+            for done in list(self._running):  # every admitted request's: its work has stopped
+                done.wait()
+            try:
+                yield
+            finally:
+                self._free = [time.monotonic()] * len(self._free)
 
 
 def watch(connection: T) -> T:
@@ -342,28 +516,30 @@ def check() -> None:
         raise Interrupted("the request passed its deadline")
 
 
-def run_with_deadline(work: Callable[[], T], seconds: float | None, on_cut: Callable[[], T],
-                      lanes: Lanes | None = None) -> T:
-    """`work()`'s result or exception, given out `seconds` after its start and not before; if
-    `work` is still running `RESERVE` seconds before then, its connections are interrupted and
-    `on_cut()` answers instead. It starts at once, or at its reservation on `lanes`.
-    `seconds=None` runs `work` as it is (no padding)."""
-    if seconds is None:
+def run_with_deadline(work: Callable[[], T], expected: Expected | float | None,
+                      on_cut: Callable[[float], T], lanes: Lanes | None = None) -> T:
+    """`work()`'s result or exception, given out at the end of its reservation on `lanes`
+    (`Lanes.admit`: for `expected`) and not before; if `work` is still running `RESERVE` seconds
+    before then, its connections are interrupted and `on_cut(seconds)` answers instead.
+    `expected=None` runs `work` as it is (no padding)."""
+    if expected is None:
         return work()
-    start = time.monotonic() if lanes is None else lanes.reserve(seconds)
+    lanes = lanes or Lanes(1)
+    done = threading.Event()
+    start, seconds = lanes.admit(expected, done)
     wait = start - time.monotonic()
     if wait > 0:
         time.sleep(wait)
-    return _padded(work, start, seconds, on_cut)
+    return _padded(work, start, seconds, on_cut, lanes, done)
 
 
-def _padded(work: Callable[[], T], start: float, seconds: float, on_cut: Callable[[], T]) -> T:
+def _padded(work: Callable[[], T], start: float, seconds: float, on_cut: Callable[[float], T],
+            lanes: Lanes, done: threading.Event) -> T:
     request = _Request()
     pending = getattr(_current, "pending", ())
     request.connections.extend(pending)  # the relations a query was built on run there
     if pending:
         pending.clear()
-    done = threading.Event()
     box: dict[str, Any] = {}
     context = contextvars.copy_context()  # the request's limits.Work, for the cursors `work` opens
 
@@ -375,7 +551,7 @@ def _padded(work: Callable[[], T], start: float, seconds: float, on_cut: Callabl
             box["error"] = exc
         finally:
             _current.request = None
-            done.set()
+            lanes.stopped(done)
 
     threading.Thread(target=worker, name="bayesdp-deadline", daemon=True).start()
     answer = box
@@ -384,7 +560,7 @@ def _padded(work: Callable[[], T], start: float, seconds: float, on_cut: Callabl
         request.cut_off()
         answer = {}  # the work may still finish: its result is not the answer
         try:
-            answer["value"] = on_cut()
+            answer["value"] = on_cut(seconds)
         except BaseException as exc:
             answer["error"] = exc
     left = start + seconds - time.monotonic()
@@ -397,11 +573,13 @@ def _padded(work: Callable[[], T], start: float, seconds: float, on_cut: Callabl
 
 
 def passed(seconds: float) -> DeadlinePassed:
-    """The default answer of a cut-off request (its text is the same whatever the data)."""
+    """The default answer of a request cut off at its deadline of `seconds` (its text is the
+    same whatever the data)."""
     return DeadlinePassed(
         f"the request passed its deadline of {seconds:.3g} s (fixed before it ran, from the "
-        "table's size and the request's cost) and was stopped; what it declared was spent, "
-        "as for an answer. Ask for less work per row (fewer or simpler expressions)",
+        "table's size, the request's cost and the machine's load) and was stopped; what it "
+        "declared was spent, as for an answer. Ask for less work per row (fewer or simpler "
+        "expressions)",
         private_detail="cut off at the deadline")
 
 
@@ -504,17 +682,25 @@ def calibrate_dataset(service: Any, ds: Any, cfg: TimingConfig) -> Releases:
         return len(query.aggregates), release_cost(query), run
 
     costly = {**count, "where": [costly_expression(*longest_text(ds))]}
-    model = calibrate([point(count), point(costly)], cfg)
+    lanes = service.lanes
+    model = calibrate([point(count), point(costly)], cfg, lanes.load)
     bounded = [c.name for c in ds.columns.values() if c.bounds]
     bare = row_expression(_quoted(bounded[0]), list(ds.columns)) if bounded else None
-    return Releases(lambda: service.query(cal, count)[0].table.engine, model.per_cost, cfg, bare)
+    return Releases(lambda: service.query(cal, count)[0].table.engine,
+                    Expected(model.alone.per_cost, model.busy.per_cost, model.factor), cfg, bare, lanes)
+
+
+NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
+           "UBIGINT", "FLOAT", "DOUBLE", "DECIMAL", "BOOLEAN")
 
 
 def calibrate_holdout(connection: Any, train: str, holdout_rows: int, columns: list[str],
-                      cfg: TimingConfig) -> Model:
+                      cfg: TimingConfig, load: Load | None = None) -> Model:
     """`Model` of holdout queries, timed on the public training table (`train`, quoted) and a
-    table of its rows repeated to the holdout's size in place of the holdout, the costly query
-    growing the training table's longest text."""
+    table of its rows repeated to the holdout's size in place of the holdout: the cheapest query
+    a bare numeric column (the first, by the training table's types; a text column is cast row
+    by row, which would be the worst cost-1 query), the costly one growing the training table's
+    longest text."""
     stand_in = _quoted(train.strip('"') + "#calibration")
     connection.execute(f"CREATE OR REPLACE TABLE {stand_in} AS SELECT t.* FROM {train} AS t, "
                        f"range(CAST(ceil({holdout_rows} / (SELECT count(*) FROM {train})) AS BIGINT)) "
@@ -523,11 +709,13 @@ def calibrate_holdout(connection: Any, train: str, holdout_rows: int, columns: l
     longest = connection.execute("SELECT " + ", ".join(f"arg_max({t}, length({t}))" for t in texts) +
                                  f" FROM {train}").fetchall()[0]
     value, column = max(zip([v or "" for v in longest], columns, strict=True), key=lambda x: len(x[0]))
-    cheap = row_expression(_quoted(columns[0]), columns)
+    types = connection.sql(f"SELECT * FROM {train}").types
+    numeric = [c for c, t in zip(columns, types, strict=True) if str(t).split("(")[0] in NUMERIC]
+    cheap = row_expression(_quoted((numeric or columns)[0]), columns)
     costly = row_expression(costly_expression(column, value), columns)
 
     def point(queries: list[RowExpression]) -> Point:
         return len(queries), query_cost(queries), \
             lambda: table_means(connection.cursor(), [train, stand_in], queries)
 
-    return calibrate([point([cheap]), point([costly]), point([cheap] * 4)], cfg)
+    return calibrate([point([cheap]), point([costly]), point([cheap] * 4)], cfg, load)

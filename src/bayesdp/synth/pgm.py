@@ -158,9 +158,10 @@ def propagate(jt: JunctionTree, logpot: list[np.ndarray]) -> list[np.ndarray]:
     belief = list(inner)
     for i in jt.order[1:]:
         p, sep = jt.parent[i], jt.separator(i)
-        spread_up = _spread(up[i], sep, jt.cliques[p], sz)
-        rest = np.divide(belief[p], spread_up, out=np.zeros_like(belief[p]), where=spread_up > 0)
-        down = _sum_to(rest, jt.cliques[p], sep)
+        # The parent's belief without i's message: up[i] lives on the separator, so dividing the
+        # parent's sum over the rest by it equals summing the divided belief.
+        on_sep = _sum_to(belief[p], jt.cliques[p], sep)
+        down = np.divide(on_sep, up[i], out=np.zeros_like(on_sep), where=up[i] > 0)
         belief[i] = inner[i] * _spread(down / max(float(down.max()), 1e-300), sep, jt.cliques[i], sz)
     return [b / b.sum() for b in belief]
 
@@ -289,9 +290,19 @@ def fit(sizes: tuple[int, ...], measurements: list[Measurement], *,
     mean = {r: b / weight[r] for r, b in mean.items()}
 
     homes = {r: jt.home(r) for r in theta}
+    # Each measured clique's marginal from the smallest measured superset summed before it, else
+    # from its maximal clique: a 1-way marginal then costs a pass over a pair table.
+    plan: list[tuple[Clique, Clique | None]] = []
+    for r in sorted(weight, key=len, reverse=True):
+        sup = [q for q, _ in plan if set(r) < set(q)]
+        plan.append((r, min(sup, key=lambda q: cells(sizes, q)) if sup else None))
 
     def marginals(beliefs: list[np.ndarray]) -> dict[Clique, np.ndarray]:
-        return {r: _sum_to(beliefs[homes[r]], jt.cliques[homes[r]], r) for r in weight}
+        out: dict[Clique, np.ndarray] = {}
+        for r, q in plan:
+            out[r] = (_sum_to(beliefs[homes[r]], jt.cliques[homes[r]], r) if q is None
+                      else _sum_to(out[q], q, r))
+        return out
 
     def loss(mus: dict[Clique, np.ndarray]) -> tuple[float, dict[Clique, np.ndarray]]:
         value, grad = 0.0, {}
@@ -321,7 +332,7 @@ def fit(sizes: tuple[int, ...], measurements: list[Measurement], *,
             b_new = propagate(jt, trial)
             new = marginals(b_new)
             v_new, g_new = loss(new)
-            drop = sum(float(np.sum(grad[r] * (mus[r] - new[r]))) for r in grad)
+            drop = sum(float(np.vdot(grad[r], mus[r] - new[r])) for r in grad)
             if value - v_new >= 0.5 * drop:
                 break
             alpha *= 0.5

@@ -1,0 +1,170 @@
+"""Deadlines that follow the machine (`bayesdp.serve.timing`): the lanes' alone and busy modes,
+the load probe and its windows, shapes timed while no request runs, and the holdout's
+calibration. A deadline may depend only on public facts: the request, the lanes' reservations
+and timings of public work taken while no request's work runs."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from serve_helpers import write_service
+
+from bayesdp.serve import timing
+from bayesdp.serve.config import load_config
+from bayesdp.serve.service import Service
+from bayesdp.serve.state import State
+
+QUIET = timing.TimingConfig(slack=0.0, least=0.0, runs=1, probe=0.0)
+
+
+def test_a_request_admitted_when_every_lane_is_idle_runs_alone_and_holds_them_all() -> None:
+    lanes = timing.Lanes(2, QUIET)
+    now = time.monotonic()
+    start, seconds = lanes.admit(timing.Expected(alone=0.1, busy=0.3))
+    assert start - now < 0.05 and seconds == pytest.approx(0.1)
+    # Admitted while the first holds every lane: beside another request from now on, after it.
+    second, longer = lanes.admit(timing.Expected(alone=0.1, busy=0.3))
+    third, _ = lanes.admit(timing.Expected(alone=0.1, busy=0.3))
+    assert longer == pytest.approx(0.3)
+    assert second >= start + 0.1 and third >= start + 0.1 and abs(second - third) < 0.01
+
+
+def test_the_mode_follows_reservations_never_when_work_ended() -> None:
+    """The first request's work ends at once, yet the second, admitted during the first's
+    reservation, waits for its end and gets the busy deadline: 0.2 + 0.4 s."""
+    lanes = timing.Lanes(2, QUIET)
+    expected = timing.Expected(alone=0.2, busy=0.4)
+    start = time.monotonic()
+    first = threading.Thread(target=timing.run_with_deadline,
+                             args=(lambda: None, expected, lambda _: None, lanes))
+    first.start()
+    time.sleep(0.05)
+    timing.run_with_deadline(lambda: None, expected, lambda _: None, lanes)
+    first.join()
+    took = time.monotonic() - start
+    assert 0.6 <= took < 0.7, took
+
+
+class Load:
+    """A stand-in load probe: a fixed factor."""
+
+    def __init__(self, factor: float) -> None:
+        self._factor = factor
+
+    def factor(self) -> float:
+        return self._factor
+
+
+def test_deadlines_scale_with_the_load_factor_never_below_the_one_they_were_timed_at() -> None:
+    cfg = replace(QUIET, slack=0.01)
+    lanes = timing.Lanes(2, cfg)
+    lanes.load = Load(2.0)  # type: ignore[assignment]
+    _, seconds = lanes.admit(timing.Expected(alone=0.1, busy=0.2))
+    assert seconds == pytest.approx(2.0 * 0.1 + 0.01)
+    _, seconds = lanes.admit(timing.Expected(alone=0.1, busy=0.2))
+    assert seconds == pytest.approx(2.0 * 0.2 + 0.01)
+    _, seconds = lanes.admit(timing.Expected(alone=0.1, busy=0.2, factor=3.0))  # timed when slower
+    assert seconds == pytest.approx(3.0 * 0.2 + 0.01)
+
+
+class Probed:
+    """A stand-in engine cursor for the probe: records when each probe query runs."""
+
+    def __init__(self, log: list[tuple[float, float]]) -> None:
+        self.log = log
+
+    def execute(self, sql: str) -> Probed:
+        start = time.monotonic()
+        time.sleep(0.003)
+        self.log.append((start, time.monotonic()))
+        return self
+
+    def fetchall(self) -> list[Any]:
+        return []
+
+
+def test_the_load_probe_runs_only_in_windows_no_request_runs_in() -> None:
+    """The probe's timings set every later deadline, so they must not see a request's work
+    (whose length may depend on its data): the probe runs in windows that reserve every lane."""
+    probes: list[tuple[float, float]] = []
+    lanes = timing.Lanes(2, timing.TimingConfig(probe=0.02, runs=1), lambda: Probed(probes))
+    work: list[tuple[float, float]] = []
+    lock = threading.Lock()
+
+    def busy() -> None:  # CPU work to its cut-off at least, as a row that matches might cause
+        start = time.monotonic()
+        try:
+            while time.monotonic() - start < 0.035:
+                timing.check()  # stops once cut off, as an engine query is interrupted
+        finally:
+            with lock:
+                work.append((start, time.monotonic()))
+
+    def client() -> None:
+        for _ in range(8):
+            timing.run_with_deadline(busy, 0.04, lambda _: None, lanes)
+
+    started = time.monotonic()
+    clients = [threading.Thread(target=client) for _ in range(3)]
+    for c in clients:
+        c.start()
+    for c in clients:
+        c.join()
+    during = [p for p in probes if p[0] >= started]
+    assert len(during) >= 4, "the probe did not run while requests did"
+    # A probe starts once every request's work has stopped. (One that overruns its window may go
+    # on beside the next request, but its time then counts as the window, fixed in advance.)
+    inside = [(p, w) for p in during for w in work if w[0] < p[0] < w[1]]
+    assert not inside, inside[:3]
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Service:
+    config = load_config(write_service(tmp_path))
+    config = replace(config, timing=timing.TimingConfig(runs=1))
+    return Service(config, State(config))
+
+
+def test_a_new_shape_is_timed_in_a_window_no_request_runs_in(service: Service) -> None:
+    """A shape's typical time sets every later deadline of that shape: it is timed after the
+    requests already admitted end, and none starts meanwhile."""
+    ds = service.config.datasets["visits"]
+    query, _, options = service.query(ds, {"epsilon": 1.0, "aggregates": {"n": {"kind": "count"}}})
+    lanes = timing.Lanes(2, QUIET)
+    deadlines = timing.Releases(service.deadlines["visits"].synthetic, timing.Expected(0.0, 0.0),
+                                QUIET, lanes=lanes)
+    runs: list[float] = []
+    request = threading.Thread(target=timing.run_with_deadline,
+                               args=(lambda: None, 0.3, lambda _: None, lanes))
+    admitted = time.monotonic()
+    request.start()
+    time.sleep(0.02)
+    deadlines.deadline(query, options, lambda q: runs.append(time.monotonic()), "spec")
+    ended = time.monotonic()
+    request.join()
+    assert runs and min(runs) >= admitted + 0.3
+    assert lanes.admit(0.01)[0] >= ended - 0.01  # no request admitted meanwhile ran before its end
+
+
+def test_the_holdout_s_cheapest_calibration_query_is_a_bare_numeric_column(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bare text column is cast to a number row by row: as the cheapest point it made every
+    holdout deadline that of the worst cost-1 query."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE train AS SELECT 'shop ' || (range % 7) AS shop, range * 1.5 AS spend "
+                "FROM range(1000)")
+    asked: list[list[str]] = []
+
+    def means(cursor: Any, tables: list[str], queries: list[Any]) -> tuple[list[float], list[float]]:
+        asked.append([q.text for q in queries])
+        return [0.0] * len(queries), [0.0] * len(queries)
+
+    monkeypatch.setattr(timing, "table_means", means)
+    timing.calibrate_holdout(con, "train", 500, ["shop", "spend"], QUIET)
+    assert asked[0] == ['"spend"']
