@@ -13,7 +13,17 @@ import numpy as np
 from bayesdp.mechanisms import Exponential
 from bayesdp.noise import Rng
 from bayesdp.synth.measure import Data, compressed, noisy
-from bayesdp.synth.pgm import Clique, Estimate, GraphModel, Measurement, cells, fit, triangulate
+from bayesdp.synth.pgm import (
+    Clique,
+    Estimate,
+    GraphModel,
+    MaskCells,
+    Measurement,
+    adjacency,
+    cells,
+    eliminate,
+    fit,
+)
 from bayesdp.synth.simplex import project_simplex
 
 # AIM's round budget (Alg. 2): ρ/T a round, 0.9 of it measures, 0.1 selects. The paper sets
@@ -100,13 +110,28 @@ def full_table(first: Start, rho: float, s2: float, rng: Rng, spend: Spend) -> F
     return first.model(est), est.n_hat, list(itertools.combinations(range(d), 2))
 
 
-def _fits(est: Estimate, measured: list[Clique], r: Pair, limit: float) -> bool:
-    """Whether the model with r added stays within `limit` cells (AIM's JT-SIZE filter)."""
-    if any(set(r) <= set(c) for c in est.jt.cliques):
-        return est.jt.size() <= limit
-    sizes = est.jt.sizes
-    return cells(sizes, r) <= limit and sum(
-        cells(sizes, c) for c in triangulate(sizes, [*measured, r])) <= limit
+def _within(est: Estimate, measured: list[Clique], pairs: list[Pair], limit: float,
+            mask_cells: MaskCells) -> list[Pair]:
+    """The measured pairs, and the others whose model with them added stays within `limit` cells
+    (AIM's JT-SIZE filter): the measured graph is built once, each pair's edge added to a copy."""
+    cliques = [sum(1 << a for a in c) for c in est.jt.cliques]
+    held = est.jt.size() <= limit  # a pair inside a maximal clique leaves the tree as it is
+    base = adjacency(len(est.jt.sizes), measured)
+    out = []
+    for i, j in pairs:
+        m = 1 << i | 1 << j
+        if (i, j) in measured:
+            out.append((i, j))
+        elif any(m & c == m for c in cliques):
+            if held:
+                out.append((i, j))
+        elif mask_cells[m] <= limit:
+            adj = list(base)
+            adj[i] |= 1 << j
+            adj[j] |= 1 << i
+            if sum(mask_cells[c] for c in eliminate(mask_cells, adj)) <= limit:
+                out.append((i, j))
+    return out
 
 
 def aim(data: Data, rho: float, s1: float, s2: float, rng: Rng, spend: Spend | None = None) -> Fitted:
@@ -135,6 +160,7 @@ def aim(data: Data, rho: float, s1: float, s2: float, rng: Rng, spend: Spend | N
     if d > 1 and full_table_fits(first, rho - spend.rho, s2):
         return full_table(first, rho - spend.rho, s2, rng, spend)
     meas = list(first.measurements)
+    mask_cells = MaskCells(sizes)
     est = fit(sizes, meas, iters=ROUND_ITERATIONS)
     while d > 1 and rho - spend.rho > 1e-12 * rho:
         left = rho - spend.rho
@@ -143,7 +169,7 @@ def aim(data: Data, rho: float, s1: float, s2: float, rng: Rng, spend: Spend | N
             eps = math.sqrt(8.0 * SELECT_SHARE * left)
         measured = [m.clique for m in meas if len(m.clique) > 1]
         limit = MAX_CELLS * spend.rho / rho
-        cand = [p for p in pairs if p in measured or _fits(est, measured, p, limit)]
+        cand = _within(est, measured, pairs, limit, mask_cells)
         n_r = np.array([sizes[i] * sizes[j] for i, j in cand])
         score = small.errors(est.pair, est.n_hat, cand) - _EXPECTED_ABS * sigma * n_r
         i, j = cand[Exponential(eps, sensitivity=s1).select_index(score, rng=rng)]

@@ -80,29 +80,68 @@ class JunctionTree:
         return sum(cells(self.sizes, c) for c in self.cliques)
 
 
-def triangulate(sizes: tuple[int, ...], measured: list[Clique]) -> list[Clique]:
-    """Greedy elimination (smallest eliminated clique first) triangulates the graph; its
-    elimination cliques, pruned to the maximal ones, are the cliques of a junction tree (Koller &
-    Friedman 2009, Thm. 9.6)."""
-    d = len(sizes)
-    adj: list[set[int]] = [set() for _ in range(d)]
+class MaskCells(dict[int, int]):
+    """Cells of a column set given as a bit mask (bit a = column a), memoised: masks share their
+    lower bits, so each new product costs one multiplication."""
+
+    def __init__(self, sizes: tuple[int, ...]) -> None:
+        super().__init__({0: 1})
+        self.sizes = sizes
+
+    def __missing__(self, mask: int) -> int:
+        low = mask & -mask
+        out = self[mask ^ low] * self.sizes[low.bit_length() - 1]
+        self[mask] = out
+        return out
+
+
+def adjacency(d: int, measured: list[Clique]) -> list[int]:
+    """Per column, the bit mask of the columns it shares a measured clique with."""
+    adj = [0] * d
     for r in measured:
         for a, b in itertools.combinations(r, 2):
-            adj[a].add(b)
-            adj[b].add(a)
-    left = set(range(d))
-    found: list[Clique] = []
-    weight = [sizes[u] * math.prod(sizes[w] for w in adj[u]) for u in range(d)]
+            adj[a] |= 1 << b
+            adj[b] |= 1 << a
+    return adj
+
+
+def eliminate(mask_cells: MaskCells, adj: list[int]) -> list[int]:
+    """Greedy elimination (smallest eliminated clique first, ties to the lowest column)
+    triangulates the graph `adj` (bit masks, consumed); its elimination cliques, pruned to the
+    maximal ones, are the cliques of a junction tree (Koller & Friedman 2009, Thm. 9.6)."""
+    d = len(adj)
+    weight = [mask_cells[adj[u] | 1 << u] for u in range(d)]
+    left = (1 << d) - 1
+    found: list[int] = []
     while left:
-        v = min(left, key=lambda u: (weight[u], u))
-        found.append(tuple(sorted({v, *adj[v]})))
-        for u in adj[v]:  # only v's neighbours change: they become a clique, without v
-            adj[u] |= adj[v]
-            adj[u] -= {u, v}
-            weight[u] = sizes[u] * math.prod(sizes[w] for w in adj[u])
-        left.discard(v)
+        v, rest = -1, left
+        while rest:
+            low = rest & -rest
+            u = low.bit_length() - 1
+            if v < 0 or weight[u] < weight[v]:
+                v = u
+            rest ^= low
+        nv, bit = adj[v], 1 << v
+        found.append(nv | bit)
+        rest = nv
+        while rest:  # only v's neighbours change: they become a clique, without v
+            low = rest & -rest
+            u = low.bit_length() - 1
+            adj[u] = (adj[u] | nv) & ~(low | bit)
+            weight[u] = mask_cells[adj[u] | low]
+            rest ^= low
+        left &= ~bit
     unique = list(dict.fromkeys(found))
-    return [c for c in unique if not any(set(c) < set(o) for o in unique)]
+    return [c for c in unique if not any(c & o == c and c != o for o in unique)]
+
+
+def clique_of(mask: int) -> Clique:
+    return tuple(a for a in range(mask.bit_length()) if mask >> a & 1)
+
+
+def triangulate(sizes: tuple[int, ...], measured: list[Clique]) -> list[Clique]:
+    """The maximal cliques of the greedy triangulation of the measured cliques' graph (`eliminate`)."""
+    return [clique_of(c) for c in eliminate(MaskCells(sizes), adjacency(len(sizes), measured))]
 
 
 def junction_tree(sizes: tuple[int, ...], measured: list[Clique]) -> JunctionTree:
