@@ -30,14 +30,25 @@ def cells(sizes: tuple[int, ...] | list[int], clique: Clique) -> int:
     return math.prod(sizes[a] for a in clique)
 
 
-def _spread(arr: np.ndarray, src: Clique, dst: Clique, sizes: tuple[int, ...]) -> np.ndarray:
-    """A table on `src` as a broadcastable table on `dst` ⊇ `src` (both sorted, so axes keep order)."""
-    return arr.reshape([sizes[a] if a in src else 1 for a in dst])
+def _shape(src: Clique, dst: Clique, sizes: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape that spreads a table on `src` over `dst` ⊇ `src` (both sorted, so axes keep order)."""
+    return tuple(sizes[a] if a in src else 1 for a in dst)
+
+
+def _axes(src: Clique, dst: Clique) -> tuple[int, ...]:
+    """The axes of a table on `src` that summing it down to its sub-clique `dst` removes."""
+    return tuple(k for k, a in enumerate(src) if a not in dst)
+
+
+# The ufunc reductions behind ndarray.sum and .max, called directly (the same arithmetic, less
+# call overhead in the thousands of small reductions of a fit).
+_add = np.add.reduce
+_max = np.maximum.reduce
 
 
 def _sum_to(arr: np.ndarray, src: Clique, dst: Clique) -> np.ndarray:
     """Sum a table on `src` down to its sub-clique `dst`."""
-    out: np.ndarray = arr.sum(axis=tuple(k for k, a in enumerate(src) if a not in dst))
+    out: np.ndarray = _add(arr, axis=_axes(src, dst))
     return out
 
 
@@ -74,6 +85,29 @@ class JunctionTree:
                 out[i].append(p)
                 out[p].append(i)
         return tuple(tuple(n) for n in out)
+
+    @cached_property
+    def passes(self) -> tuple[tuple[int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...],
+                                    tuple[int, ...]], ...]:
+        """Per non-root clique i in BFS order: i, its parent p, the axes summing i and p down to
+        their separator, and the shapes spreading a separator table over p and over i."""
+        out = []
+        for i in self.order[1:]:
+            p, sep, ci, cp = self.parent[i], self.separators[i], self.cliques[i], self.cliques[self.parent[i]]
+            out.append((i, p, _axes(ci, sep), _axes(cp, sep), _shape(sep, cp, self.sizes),
+                        _shape(sep, ci, self.sizes)))
+        return tuple(out)
+
+    @cached_property
+    def _placed(self) -> dict[Clique, tuple[int, tuple[int, ...]]]:
+        return {}
+
+    def place(self, r: Clique) -> tuple[int, tuple[int, ...]]:
+        """r's home clique (`home`) and the shape spreading a table on r over it (memoised)."""
+        if r not in self._placed:
+            k = self.home(r)
+            self._placed[r] = (k, _shape(r, self.cliques[k], self.sizes))
+        return self._placed[r]
 
     def size(self) -> int:
         """Total cells of the maximal cliques: the memory and time of one inference."""
@@ -164,45 +198,40 @@ def junction_tree(sizes: tuple[int, ...], measured: list[Clique]) -> JunctionTre
     return JunctionTree(sizes, tuple(maximal), tuple(order), tuple(parent))
 
 
-def log_potentials(jt: JunctionTree, theta: dict[Clique, np.ndarray],
-                   homes: dict[Clique, int] | None = None) -> list[np.ndarray]:
-    """Σ_r θ_r on each maximal clique; `homes` maps each clique of θ to a maximal clique holding
-    it. Linear in θ, so a mirror-descent trial θ − αg costs one subtraction per maximal clique."""
+def log_potentials(jt: JunctionTree, theta: dict[Clique, np.ndarray]) -> list[np.ndarray]:
+    """Σ_r θ_r on each maximal clique, each θ_r on its home clique (`JunctionTree.place`).
+    Linear in θ, so a mirror-descent trial θ − αg costs one subtraction per maximal clique."""
     sz = jt.sizes
     logpot = [np.zeros([sz[a] for a in c]) for c in jt.cliques]
     for r, t in theta.items():
-        k = jt.home(r) if homes is None else homes[r]
-        logpot[k] = logpot[k] + _spread(t, r, jt.cliques[k], sz)
+        k, shape = jt.place(r)
+        logpot[k] += t.reshape(shape)
     return logpot
 
 
-def calibrate(jt: JunctionTree, theta: dict[Clique, np.ndarray],
-              homes: dict[Clique, int] | None = None) -> list[np.ndarray]:
+def calibrate(jt: JunctionTree, theta: dict[Clique, np.ndarray]) -> list[np.ndarray]:
     """Clique marginals of P(x) ∝ exp Σ_r θ_r(x_r) (`propagate`)."""
-    return propagate(jt, log_potentials(jt, theta, homes))
+    return propagate(jt, log_potentials(jt, theta))
 
 
 def propagate(jt: JunctionTree, logpot: list[np.ndarray]) -> list[np.ndarray]:
     """Clique marginals from log-potentials on the maximal cliques by two-pass sum-product
     (Shafer–Shenoy), in probability space with every potential and message scaled to a maximum
     of one."""
-    sz = jt.sizes
-    inner = [np.exp(p - p.max()) for p in logpot]  # potential times the messages from the children
+    inner = [np.exp(p - _max(p, axis=None)) for p in logpot]  # potential times the children's messages
     up: dict[int, np.ndarray] = {}
-    for i in reversed(jt.order[1:]):
-        p, sep = jt.parent[i], jt.separator(i)
-        msg = _sum_to(inner[i], jt.cliques[i], sep)
-        up[i] = msg / max(float(msg.max()), 1e-300)
-        inner[p] = inner[p] * _spread(up[i], sep, jt.cliques[p], sz)
+    for i, p, axes, _, to_parent, _ in reversed(jt.passes):
+        msg = _add(inner[i], axis=axes)
+        up[i] = msg / max(float(_max(msg, axis=None)), 1e-300)
+        inner[p] = inner[p] * up[i].reshape(to_parent)
     belief = list(inner)
-    for i in jt.order[1:]:
-        p, sep = jt.parent[i], jt.separator(i)
+    for i, p, _, axes, _, to_child in jt.passes:
         # The parent's belief without i's message: up[i] lives on the separator, so dividing the
         # parent's sum over the rest by it equals summing the divided belief.
-        on_sep = _sum_to(belief[p], jt.cliques[p], sep)
+        on_sep = _add(belief[p], axis=axes)
         down = np.divide(on_sep, up[i], out=np.zeros_like(on_sep), where=up[i] > 0)
-        belief[i] = inner[i] * _spread(down / max(float(down.max()), 1e-300), sep, jt.cliques[i], sz)
-    return [b / b.sum() for b in belief]
+        belief[i] = inner[i] * (down / max(float(_max(down, axis=None)), 1e-300)).reshape(to_child)
+    return [b / _add(b, axis=None) for b in belief]
 
 
 @dataclass
@@ -328,19 +357,18 @@ def fit(sizes: tuple[int, ...], measurements: list[Measurement], *,
         mean[m.clique] = mean.get(m.clique, 0.0) + m.y * w
     mean = {r: b / weight[r] for r, b in mean.items()}
 
-    homes = {r: jt.home(r) for r in theta}
     # Each measured clique's marginal from the smallest measured superset summed before it, else
     # from its maximal clique: a 1-way marginal then costs a pass over a pair table.
-    plan: list[tuple[Clique, Clique | None]] = []
+    plan: list[tuple[Clique, Clique | None, tuple[int, ...]]] = []
     for r in sorted(weight, key=len, reverse=True):
-        sup = [q for q, _ in plan if set(r) < set(q)]
-        plan.append((r, min(sup, key=lambda q: cells(sizes, q)) if sup else None))
+        sup = [q for q, _, _ in plan if set(r) < set(q)]
+        q = min(sup, key=lambda q: cells(sizes, q)) if sup else None
+        plan.append((r, q, _axes(jt.cliques[jt.home(r)] if q is None else q, r)))
 
     def marginals(beliefs: list[np.ndarray]) -> dict[Clique, np.ndarray]:
         out: dict[Clique, np.ndarray] = {}
-        for r, q in plan:
-            out[r] = (_sum_to(beliefs[homes[r]], jt.cliques[homes[r]], r) if q is None
-                      else _sum_to(out[q], q, r))
+        for r, q, axes in plan:
+            out[r] = _add(beliefs[jt.place(r)[0]] if q is None else out[q], axis=axes)
         return out
 
     def loss(mus: dict[Clique, np.ndarray]) -> tuple[float, dict[Clique, np.ndarray]]:
@@ -352,7 +380,7 @@ def fit(sizes: tuple[int, ...], measurements: list[Measurement], *,
             grad[r] = n_hat * wdiff
         return value, grad
 
-    logpot = log_potentials(jt, theta, homes)
+    logpot = log_potentials(jt, theta)
     beliefs = propagate(jt, logpot)
     mus = marginals(beliefs)
     value, grad = loss(mus)
@@ -364,7 +392,7 @@ def fit(sizes: tuple[int, ...], measurements: list[Measurement], *,
     for _ in range(iters):
         # Try a longer step only after one was accepted at once: each backtrack costs a calibration.
         alpha *= 2.0 if grow else 1.0
-        step_pot = log_potentials(jt, grad, homes)
+        step_pot = log_potentials(jt, grad)
         grow = True
         for _ in range(_LINE_SEARCH):
             trial = [lp - alpha * g for lp, g in zip(logpot, step_pot, strict=True)]
