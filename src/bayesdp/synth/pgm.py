@@ -234,6 +234,16 @@ def propagate(jt: JunctionTree, logpot: list[np.ndarray]) -> list[np.ndarray]:
     return [b / _add(b, axis=None) for b in belief]
 
 
+def _through(ratio: np.ndarray, sep: Clique, belief: np.ndarray, clique: Clique, keep: Clique,
+             sizes: tuple[int, ...]) -> np.ndarray:
+    """P(x_a, x_keep) = Σ P(x_a, x_S)/P(x_S) · P(x_U) over U = S ∪ keep minus keep, from `ratio`
+    = P(x_a, x_S)/P(x_S) (x_a leading) and the belief on `clique` ⊇ U (`Estimate.pairs_of`)."""
+    u = tuple(sorted({*sep, *keep}))
+    spread = ratio.reshape((ratio.shape[0], *_shape(sep, u, sizes))) * _sum_to(belief, clique, u)[None]
+    out: np.ndarray = _add(spread, axis=tuple(1 + k for k in _axes(u, keep)))
+    return out
+
+
 @dataclass
 class Measurement:
     """A noisy count table on a clique and its noise variance (scalar or per cell)."""
@@ -275,34 +285,28 @@ class Estimate:
         return out if a < b else out.T
 
     def pairs_of(self, a: int) -> dict[tuple[int, int], np.ndarray]:
-        """P(x_a, x_b) for every b > a in one walk over the tree from a clique holding a:
-        P(x_a, C_j) = Σ P(x_a, C_i) P(C_j | S_ij) for neighbours i, j (a is independent of C_j
-        given the separator, Koller & Friedman 2009, Sec. 10.2)."""
+        """P(x_a, x_b) for every b > a in one walk over the tree from a clique holding a, carrying
+        only P(x_a, S) on each separator S: a is independent of clique C given the separator S
+        it is entered by (Koller & Friedman 2009, Sec. 10.2), so for U ⊆ C holding S,
+        P(x_a, x_U) = P(x_a, x_S) P(x_U) / P(x_S); U = S ∪ {b} gives the pair, U = S ∪ S' the
+        separator S' onwards."""
         jt, sz = self.jt, self.jt.sizes
         start = jt.home((a,))
-        c0 = jt.cliques[start]
-        # Tables over (x_a, *C_i), x_a as an extra leading axis.
-        cur = {start: self.beliefs[start][None] * np.eye(sz[a]).reshape(
-            (sz[a], *[sz[a] if x == a else 1 for x in c0]))}
+        # Entering the start clique by S = (a,): P(x_a, x_a') is diagonal.
+        stack: list[tuple[int, int, Clique, np.ndarray]] = [(start, -1, (a,), np.diag(self.marginal((a,))))]
         out: dict[tuple[int, int], np.ndarray] = {}
-        stack = [start]
         while stack and len(out) < len(sz) - 1 - a:
-            i = stack.pop()
-            ci = jt.cliques[i]
-            for k, b in enumerate(ci):
+            i, came, sep, joint = stack.pop()
+            ci, belief = jt.cliques[i], self.beliefs[i]
+            p_sep = _sum_to(belief, ci, sep)
+            ratio = np.divide(joint, p_sep[None], out=np.zeros_like(joint), where=p_sep[None] > 0)
+            for b in ci:
                 if b > a and (a, b) not in out:
-                    out[(a, b)] = cur[i].sum(axis=tuple(1 + m for m in range(len(ci)) if m != k))
+                    out[(a, b)] = _through(ratio, sep, belief, ci, (b,), sz)
             for j in jt.neighbours[i]:
-                if j in cur:
-                    continue
-                cj = jt.cliques[j]
-                sep = tuple(x for x in ci if x in cj)
-                on_sep = cur[i].sum(axis=tuple(1 + m for m, x in enumerate(ci) if x not in sep))
-                p_sep = _sum_to(self.beliefs[j], cj, sep)
-                ratio = np.divide(on_sep, p_sep[None], out=np.zeros_like(on_sep), where=p_sep[None] > 0)
-                cur[j] = self.beliefs[j][None] * ratio.reshape(
-                    (sz[a], *[sz[x] if x in sep else 1 for x in cj]))
-                stack.append(j)
+                if j != came:
+                    nxt = tuple(x for x in ci if x in jt.cliques[j])
+                    stack.append((j, i, nxt, _through(ratio, sep, belief, ci, nxt, sz)))
         return out
 
     def sample(self, k: int, *, rng: Rng, iid: bool = False) -> np.ndarray:
