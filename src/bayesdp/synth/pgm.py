@@ -198,11 +198,17 @@ def junction_tree(sizes: tuple[int, ...], measured: list[Clique]) -> JunctionTre
     return JunctionTree(sizes, tuple(maximal), tuple(order), tuple(parent))
 
 
-def log_potentials(jt: JunctionTree, theta: dict[Clique, np.ndarray]) -> list[np.ndarray]:
+def log_potentials(jt: JunctionTree, theta: dict[Clique, np.ndarray], *,
+                   compact: bool = False) -> list[np.ndarray]:
     """Σ_r θ_r on each maximal clique, each θ_r on its home clique (`JunctionTree.place`).
-    Linear in θ, so a mirror-descent trial θ − αg costs one subtraction per maximal clique."""
+    Linear in θ, so a mirror-descent trial θ − αg costs one subtraction per maximal clique.
+    With `compact` each sum keeps only the axes of the columns its terms hold (length one
+    elsewhere, to broadcast): the same values, fewer cells."""
     sz = jt.sizes
-    logpot = [np.zeros([sz[a] for a in c]) for c in jt.cliques]
+    held: list[set[int]] = [set(c) if not compact else set() for c in jt.cliques]
+    for r in theta:
+        held[jt.place(r)[0]].update(r)
+    logpot = [np.zeros(_shape(tuple(h), c, sz)) for h, c in zip(held, jt.cliques, strict=True)]
     for r, t in theta.items():
         k, shape = jt.place(r)
         logpot[k] += t.reshape(shape)
@@ -396,7 +402,7 @@ def fit(sizes: tuple[int, ...], measurements: list[Measurement], *,
     for _ in range(iters):
         # Try a longer step only after one was accepted at once: each backtrack costs a calibration.
         alpha *= 2.0 if grow else 1.0
-        step_pot = log_potentials(jt, grad)
+        step_pot = log_potentials(jt, grad, compact=True)
         grow = True
         for _ in range(_LINE_SEARCH):
             trial = [lp - alpha * g for lp, g in zip(logpot, step_pot, strict=True)]
