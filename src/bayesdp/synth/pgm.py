@@ -344,6 +344,52 @@ class Estimate:
         return out
 
 
+Summation = list[tuple[int, int, tuple[int, ...]]]  # (table made, table summed, axes summed)
+
+
+def _summation(jt: JunctionTree, measured: list[Clique]) -> tuple[Summation, dict[Clique, int]]:
+    """A plan summing every measured clique's marginal out of the maximal cliques' beliefs
+    (tables 0..m−1, then one new table a step): from its smallest measured superset, else from
+    its maximal clique, where the cliques homed together share partial sums (`_share`).
+    `measured` is longest first; the returned tables keep its order."""
+    program: Summation = []
+    found: dict[Clique, int] = {}
+    homed: dict[int, list[Clique]] = {}
+    for r in measured:
+        if not any(set(r) < set(q) for q in measured):
+            homed.setdefault(jt.place(r)[0], []).append(r)
+    for k, targets in homed.items():
+        _share(jt, k, jt.cliques[k], targets, program, found)
+    for r in measured:
+        sup = [q for q in measured if set(r) < set(q)]
+        if sup:  # longer, so found already
+            q = min(sup, key=lambda q: cells(jt.sizes, q))
+            program.append((len(jt.cliques) + len(program), found[q], _axes(q, r)))
+            found[r] = program[-1][0]
+    return program, {r: found[r] for r in measured}
+
+
+def _share(jt: JunctionTree, src: int, cols: Clique, targets: list[Clique], program: Summation,
+           found: dict[Clique, int]) -> None:
+    """Marginals of `targets` ⊆ `cols` from table `src` on `cols`: those holding the column in
+    fewest targets (the largest on ties) are summed from it directly, the rest from it summed
+    over that column, recursively: a large table is read about once per column summed out."""
+    def step(frm: int, axes: tuple[int, ...]) -> int:
+        program.append((len(jt.cliques) + len(program), frm, axes))
+        return program[-1][0]
+
+    if len(targets) == 1:
+        found[targets[0]] = step(src, _axes(cols, targets[0]))
+        return
+    x = min(cols, key=lambda c: (sum(c in r for r in targets), -jt.sizes[c]))
+    for r in targets:
+        if x in r:
+            found[r] = step(src, _axes(cols, r))
+    rest = [r for r in targets if x not in r]
+    if rest:
+        _share(jt, step(src, (cols.index(x),)), tuple(c for c in cols if c != x), rest, program, found)
+
+
 def fit(sizes: tuple[int, ...], measurements: list[Measurement], *,
         warm: dict[Clique, np.ndarray] | None = None, step: float = 0.0,
         iters: int = ITERATIONS) -> Estimate:
@@ -367,19 +413,13 @@ def fit(sizes: tuple[int, ...], measurements: list[Measurement], *,
         mean[m.clique] = mean.get(m.clique, 0.0) + m.y * w
     mean = {r: b / weight[r] for r, b in mean.items()}
 
-    # Each measured clique's marginal from the smallest measured superset summed before it, else
-    # from its maximal clique: a 1-way marginal then costs a pass over a pair table.
-    plan: list[tuple[Clique, Clique | None, tuple[int, ...]]] = []
-    for r in sorted(weight, key=len, reverse=True):
-        sup = [q for q, _, _ in plan if set(r) < set(q)]
-        q = min(sup, key=lambda q: cells(sizes, q)) if sup else None
-        plan.append((r, q, _axes(jt.cliques[jt.home(r)] if q is None else q, r)))
+    program, slot_of = _summation(jt, sorted(weight, key=len, reverse=True))
 
     def marginals(beliefs: list[np.ndarray]) -> dict[Clique, np.ndarray]:
-        out: dict[Clique, np.ndarray] = {}
-        for r, q, axes in plan:
-            out[r] = _add(beliefs[jt.place(r)[0]] if q is None else out[q], axis=axes)
-        return out
+        tables = [*beliefs, *[beliefs[0]] * len(program)]  # slots past the beliefs: filled in order
+        for dst, src, axes in program:
+            tables[dst] = _add(tables[src], axis=axes)
+        return {r: tables[k] for r, k in slot_of.items()}
 
     def loss(mus: dict[Clique, np.ndarray]) -> tuple[float, dict[Clique, np.ndarray]]:
         value, grad = 0.0, {}
