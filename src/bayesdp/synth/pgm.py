@@ -240,12 +240,16 @@ def propagate(jt: JunctionTree, logpot: list[np.ndarray]) -> list[np.ndarray]:
     return [b / _add(b, axis=None) for b in belief]
 
 
-def _through(ratio: np.ndarray, sep: Clique, belief: np.ndarray, clique: Clique, keep: Clique,
+def _union(sep: Clique, keep: Clique) -> Clique:
+    return tuple(sorted({*sep, *keep}))
+
+
+def _through(ratio: np.ndarray, sep: Clique, on_u: np.ndarray, keep: Clique,
              sizes: tuple[int, ...]) -> np.ndarray:
     """P(x_a, x_keep) = Σ P(x_a, x_S)/P(x_S) · P(x_U) over U = S ∪ keep minus keep, from `ratio`
-    = P(x_a, x_S)/P(x_S) (x_a leading) and the belief on `clique` ⊇ U (`Estimate.pairs_of`)."""
-    u = tuple(sorted({*sep, *keep}))
-    spread = ratio.reshape((ratio.shape[0], *_shape(sep, u, sizes))) * _sum_to(belief, clique, u)[None]
+    = P(x_a, x_S)/P(x_S) (x_a leading) and `on_u` = P(x_U) (`Estimate.pairs_of`)."""
+    u = _union(sep, keep)
+    spread = ratio.reshape((ratio.shape[0], *_shape(sep, u, sizes))) * on_u[None]
     out: np.ndarray = _add(spread, axis=tuple(1 + k for k in _axes(u, keep)))
     return out
 
@@ -276,6 +280,14 @@ class Estimate:
     n_hat: float
     step: float = 0.0  # the last accepted mirror-descent step, to warm-start the next fit
     _pairs: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
+    _sums: dict[tuple[int, Clique], np.ndarray] = field(default_factory=dict)
+
+    def inside(self, k: int, r: Clique) -> np.ndarray:
+        """Probability table of r ⊆ maximal clique k, summed from k's belief (memoised: the
+        walks of `pairs_of` from every column need the same sums)."""
+        if (k, r) not in self._sums:
+            self._sums[(k, r)] = _sum_to(self.beliefs[k], self.jt.cliques[k], r)
+        return self._sums[(k, r)]
 
     def marginal(self, r: Clique) -> np.ndarray:
         """Probability table of a clique inside one maximal clique."""
@@ -299,20 +311,21 @@ class Estimate:
         jt, sz = self.jt, self.jt.sizes
         start = jt.home((a,))
         # Entering the start clique by S = (a,): P(x_a, x_a') is diagonal.
-        stack: list[tuple[int, int, Clique, np.ndarray]] = [(start, -1, (a,), np.diag(self.marginal((a,))))]
+        stack: list[tuple[int, int, Clique, np.ndarray]] = [
+            (start, -1, (a,), np.diag(self.inside(start, (a,))))]
         out: dict[tuple[int, int], np.ndarray] = {}
         while stack and len(out) < len(sz) - 1 - a:
             i, came, sep, joint = stack.pop()
-            ci, belief = jt.cliques[i], self.beliefs[i]
-            p_sep = _sum_to(belief, ci, sep)
+            ci = jt.cliques[i]
+            p_sep = self.inside(i, sep)
             ratio = np.divide(joint, p_sep[None], out=np.zeros_like(joint), where=p_sep[None] > 0)
             for b in ci:
                 if b > a and (a, b) not in out:
-                    out[(a, b)] = _through(ratio, sep, belief, ci, (b,), sz)
+                    out[(a, b)] = _through(ratio, sep, self.inside(i, _union(sep, (b,))), (b,), sz)
             for j in jt.neighbours[i]:
                 if j != came:
                     nxt = tuple(x for x in ci if x in jt.cliques[j])
-                    stack.append((j, i, nxt, _through(ratio, sep, belief, ci, nxt, sz)))
+                    stack.append((j, i, nxt, _through(ratio, sep, self.inside(i, _union(sep, nxt)), nxt, sz)))
         return out
 
     def sample(self, k: int, *, rng: Rng, iid: bool = False) -> np.ndarray:
