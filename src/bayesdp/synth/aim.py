@@ -114,7 +114,7 @@ def _within(est: Estimate, measured: list[Clique], pairs: list[Pair], limit: flo
             mask_cells: MaskCells) -> list[Pair]:
     """The measured pairs, and the others whose model with them added stays within `limit` cells
     (AIM's JT-SIZE filter): the measured graph is built once, each pair's edge added to a copy."""
-    cliques = [sum(1 << a for a in c) for c in est.jt.cliques]
+    inside = {1 << a | 1 << b for c in est.jt.cliques for a, b in itertools.combinations(c, 2)}
     held = est.jt.size() <= limit  # a pair inside a maximal clique leaves the tree as it is
     base = adjacency(len(est.jt.sizes), measured)
     out = []
@@ -122,7 +122,7 @@ def _within(est: Estimate, measured: list[Clique], pairs: list[Pair], limit: flo
         m = 1 << i | 1 << j
         if (i, j) in measured:
             out.append((i, j))
-        elif any(m & c == m for c in cliques):
+        elif m in inside:
             if held:
                 out.append((i, j))
         elif mask_cells[m] <= limit:

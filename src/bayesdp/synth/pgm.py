@@ -165,8 +165,9 @@ def eliminate(mask_cells: MaskCells, adj: list[int]) -> list[int]:
             weight[u] = mask_cells[adj[u] | low]
             rest ^= low
         left &= ~bit
-    unique = list(dict.fromkeys(found))
-    return [c for c in unique if not any(c & o == c and c != o for o in unique)]
+    # found[k] holds the k-th eliminated column, which no later clique holds: it can only lie
+    # inside an earlier clique (and no two are equal).
+    return [c for k, c in enumerate(found) if not any(c & o == c for o in found[:k])]
 
 
 def clique_of(mask: int) -> Clique:
