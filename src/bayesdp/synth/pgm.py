@@ -224,21 +224,27 @@ def calibrate(jt: JunctionTree, theta: dict[Clique, np.ndarray]) -> list[np.ndar
 def propagate(jt: JunctionTree, logpot: list[np.ndarray]) -> list[np.ndarray]:
     """Clique marginals from log-potentials on the maximal cliques by two-pass sum-product
     (Shafer–Shenoy), in probability space with every potential and message scaled to a maximum
-    of one."""
-    inner = [np.exp(p - _max(p, axis=None)) for p in logpot]  # potential times the children's messages
+    of one. In place on tables it made (the arithmetic of the out-of-place form)."""
+    inner = [p - _max(p, axis=None) for p in logpot]  # potential times the children's messages
+    for t in inner:
+        np.exp(t, out=t)
     up: dict[int, np.ndarray] = {}
     for i, p, axes, _, to_parent, _ in reversed(jt.passes):
         msg = _add(inner[i], axis=axes)
         up[i] = msg / max(float(_max(msg, axis=None)), 1e-300)
-        inner[p] = inner[p] * up[i].reshape(to_parent)
-    belief = list(inner)
+        inner[p] *= up[i].reshape(to_parent)
+    # Beliefs in place of the inner tables: a clique's own is no longer read once it has sent
+    # its message up, and its parent's is final before its children's are formed (BFS order).
     for i, p, _, axes, _, to_child in jt.passes:
         # The parent's belief without i's message: up[i] lives on the separator, so dividing the
         # parent's sum over the rest by it equals summing the divided belief.
-        on_sep = _add(belief[p], axis=axes)
+        on_sep = _add(inner[p], axis=axes)
         down = np.divide(on_sep, up[i], out=np.zeros_like(on_sep), where=up[i] > 0)
-        belief[i] = inner[i] * (down / max(float(_max(down, axis=None)), 1e-300)).reshape(to_child)
-    return [b / _add(b, axis=None) for b in belief]
+        down /= max(float(_max(down, axis=None)), 1e-300)
+        inner[i] *= down.reshape(to_child)
+    for b in inner:
+        b /= _add(b, axis=None)
+    return inner
 
 
 def _union(sep: Clique, keep: Clique) -> Clique:
