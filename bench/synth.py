@@ -343,6 +343,9 @@ def load_then(src: str):
                 path = os.path.join(root, f)
                 with open(path, encoding="utf-8") as fh:
                     text = re.sub(r"\b(from|import) bayesdp\b", r"\1 bayesdp_then", fh.read())
+                    # the lazy exports name their modules in strings ("bayesdp.synth"): rename those too,
+                    # or `then.synthesize` would run this commit's code
+                    text = re.sub(r"([\"'])bayesdp([.\"'])", r"\1bayesdp_then\2", text)
                 with open(path, "w", encoding="utf-8") as fh:
                     fh.write(text)
     sys.path.insert(0, dst)
