@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -129,8 +130,24 @@ def test_a_service_that_is_down_raises_a_bayesdp_error_after_bounded_backoff() -
     assert time.monotonic() - start < 3.0
 
 
+def _record_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Record the client's waits: `time.sleep` is patched process-wide, so only this thread's
+    calls are recorded (another test's service may still run its load probe in a thread)."""
+    sleeps: list[float] = []
+    real, me = time.sleep, threading.current_thread()
+
+    def sleep(seconds: float) -> None:
+        if threading.current_thread() is me:
+            sleeps.append(seconds)
+        else:
+            real(seconds)
+
+    monkeypatch.setattr(client_module.time, "sleep", sleep)
+    return sleeps
+
+
 def test_transport_failures_are_retried_after_jittered_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls, sleeps = [], []
+    calls: list[str] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
         calls.append(request.url.path)
@@ -138,7 +155,7 @@ def test_transport_failures_are_retried_after_jittered_waits(monkeypatch: pytest
             raise httpx.ConnectError("refused", request=request)
         return httpx.Response(200, json={"analyst": "x", "datasets": {}})
 
-    monkeypatch.setattr(client_module.time, "sleep", sleeps.append)
+    sleeps = _record_sleeps(monkeypatch)
     db = client_module.Client("http://service.invalid/", TOKEN)
     db._http._transport = httpx.MockTransport(handler)
     assert db.budget() == {} and len(calls) == 4
@@ -149,8 +166,7 @@ def test_transport_failures_are_retried_after_jittered_waits(monkeypatch: pytest
 def test_429_waits_for_retry_after_or_raises_when_too_far(monkeypatch: pytest.MonkeyPatch) -> None:
     answers = [httpx.Response(429, headers={"Retry-After": "2"}, json={"error": {"message": "slow down"}}),
                httpx.Response(200, json={"analyst": "x", "datasets": {}})]
-    sleeps: list[float] = []
-    monkeypatch.setattr(client_module.time, "sleep", sleeps.append)
+    sleeps = _record_sleeps(monkeypatch)
     db = client_module.Client("http://service.invalid/", TOKEN, retry_for=5)
     db._http._transport = httpx.MockTransport(lambda request: answers.pop(0))
     assert db.budget() == {} and sleeps == [2.0]
@@ -171,7 +187,7 @@ def test_a_503_that_answers_the_request_is_not_sent_again(monkeypatch: pytest.Mo
         calls.append(request.url.path)
         return httpx.Response(503, json={"error": {"code": code, "message": f"the request: {code}"}})
 
-    monkeypatch.setattr(client_module.time, "sleep", lambda s: None)
+    _record_sleeps(monkeypatch)  # no real waits in this thread
     db = client_module.Client("http://service.invalid/", TOKEN, retry_for=5)
     db._http._transport = httpx.MockTransport(handler)
     with pytest.raises(ServiceError, match=f"the request: {code}") as info:
