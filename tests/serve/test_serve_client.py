@@ -34,6 +34,9 @@ def test_remote_query_matches_the_local_one(server: Server, tmp_path: Path) -> N
         remote_preview = remote.preview(epsilon=0.5)
     with pytest.warns(UserWarning, match="noise is as wide as the bounds"):
         pd.testing.assert_frame_equal(remote_preview, local.preview(epsilon=0.5, **options))
+    # and what the budget's filter would make of it, before anything is spent
+    assert remote_preview.attrs["admitted"] and remote_preview.attrs["refused"] is None
+    assert remote_preview.attrs["used"] == 0 and 0 < remote_preview.attrs["uses"] < 1
     r = remote.release(epsilon=0.5, label="notebook")
     assert isinstance(r, bdp.Release) and r.diagnostics is None
     assert r.guarantee == local.plan(0.5, **options).guarantee

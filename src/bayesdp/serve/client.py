@@ -284,14 +284,18 @@ class RemoteQuery:
                 max_rows_per_group: int | None = None, alpha: float | None = None,
                 noise: str | None = None, selection_weight: float | None = None,
                 group_size: int | None = None) -> pd.DataFrame:
-        """Expected accuracy from public parameters, computed by the service (free)."""
+        """Expected accuracy from public parameters, computed by the service (free). The frame's
+        `attrs` say what the budget's filter would make of the release now: `admitted`, `refused`
+        (why not, or None), `used` (the share of the budget spent) and `uses` (the share it would add)."""
         body = self._body(dict(epsilon=epsilon, delta=delta, max_groups_per_unit=max_groups_per_unit,
                                max_rows_per_group=max_rows_per_group, alpha=alpha, noise=noise,
                                selection_weight=selection_weight))
         body["group_size"] = group_size
         doc = self.client._json("POST", "/v1/preview", body)
         _warn(doc)
-        return pd.DataFrame(doc["rows"], columns=doc["columns"])
+        frame = pd.DataFrame(doc["rows"], columns=doc["columns"])
+        frame.attrs.update({k: doc[k] for k in ("admitted", "refused", "used", "uses")})
+        return frame
 
     def release(self, epsilon: float, delta: float = 0.0, *, max_groups_per_unit: int | None = None,
                 max_rows_per_group: int | None = None, alpha: float | None = None,
