@@ -68,9 +68,6 @@ class JunctionTree:
         return min((k for k, c in enumerate(self.cliques) if set(r) <= set(c)),
                    key=lambda k: cells(self.sizes, self.cliques[k]))
 
-    def separator(self, i: int) -> Clique:
-        return self.separators[i]
-
     @cached_property
     def separators(self) -> tuple[Clique, ...]:
         """Per clique, the columns it shares with its parent (empty for a root)."""
@@ -344,7 +341,7 @@ class Estimate:
         out = np.zeros((k, len(sz)), dtype=np.int64)
         for i in jt.order:
             c = jt.cliques[i]
-            sep = () if jt.parent[i] < 0 else jt.separator(i)
+            sep = jt.separators[i]
             new = tuple(x for x in c if x not in sep)
             if not new:
                 continue
