@@ -294,9 +294,8 @@ class Estimate:
         return self._sums[(k, r)]
 
     def marginal(self, r: Clique) -> np.ndarray:
-        """Probability table of a clique inside one maximal clique."""
-        k = self.jt.home(r)
-        return _sum_to(self.beliefs[k], self.jt.cliques[k], r)
+        """Probability table of a clique inside one maximal clique (`inside` its home clique)."""
+        return self.inside(self.jt.place(r)[0], r)
 
     def pair(self, a: int, b: int) -> np.ndarray:
         """P(x_a, x_b) for any two columns (`pairs_of`, cached)."""
