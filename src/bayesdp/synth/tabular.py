@@ -26,7 +26,7 @@ from bayesdp.synth.encode import (
     numeric_spec,
 )
 from bayesdp.synth.measure import Data, noisy
-from bayesdp.synth.pgm import GraphModel
+from bayesdp.synth.pgm import GraphModel, Variance
 from bayesdp.synth.tree import TreeModel, fit_tree
 
 # Cells per numeric column: a pair of columns is fitted on a table of bins² cells.
@@ -129,7 +129,6 @@ class Synthesizer:
         )
 
 
-Variance = float | np.ndarray
 Fitted = tuple[TreeModel | GraphModel, float, list[tuple[int, int]]]
 
 
