@@ -97,12 +97,12 @@ def full_table(first: Start, rho: float, s2: float, rng: Rng, spend: Spend) -> F
     Prop. 1.6), projected onto the simplex (its least-squares distribution, Duchi et al. 2008);
     the 1-way measurements enter the record count."""
     d = len(first.data.sizes)
+    whole = tuple(range(d))
     sigma = math.sqrt(s2 / (2.0 * rho))
     flat = np.ravel_multi_index(tuple(first.data.codes.T), first.data.sizes)
-    counts = np.bincount(flat, minlength=cells(first.data.sizes, tuple(range(d))))
+    counts = np.bincount(flat, minlength=cells(first.data.sizes, whole))
     y = noisy(counts, sigma, rng).reshape(first.data.sizes)
     spend.add("full table", s2 / (2.0 * sigma**2))
-    whole = tuple(range(d))
     probs = project_simplex(y.ravel() / max(float(y.sum()), 1.0)).reshape(y.shape)
     warm = {whole: np.log(np.maximum(probs, 1e-300))}
     est = fit(tuple(first.data.sizes), [*first.measurements, Measurement(whole, y, sigma**2)],
