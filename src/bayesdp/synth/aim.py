@@ -115,12 +115,13 @@ def _within(est: Estimate, measured: list[Clique], pairs: list[Pair], limit: flo
     """The measured pairs, and the others whose model with them added stays within `limit` cells
     (AIM's JT-SIZE filter): the measured graph is built once, each pair's edge added to a copy."""
     inside = {1 << a | 1 << b for c in est.jt.cliques for a, b in itertools.combinations(c, 2)}
+    seen = set(measured)
     held = est.jt.size() <= limit  # a pair inside a maximal clique leaves the tree as it is
     base = adjacency(len(est.jt.sizes), measured)
     out = []
     for i, j in pairs:
         m = 1 << i | 1 << j
-        if (i, j) in measured:
+        if (i, j) in seen:
             out.append((i, j))
         elif m in inside:
             if held:
