@@ -134,7 +134,7 @@ Fitted = tuple[TreeModel | GraphModel, float, list[tuple[int, int]]]
 
 @dataclass
 class _Measurements:
-    """Noisy marginals, averaged by inverse variance when a marginal is measured more than once."""
+    """Noisy 1-way and 2-way marginals, each measured once, for the tree fit (`fit_tree`)."""
 
     sizes: list[int]
     one: dict[int, tuple[np.ndarray, Variance]] = field(default_factory=dict)
@@ -142,12 +142,7 @@ class _Measurements:
 
     def add(self, key: int | tuple[int, int], y: np.ndarray, var: Variance) -> None:
         store: dict = self.one if isinstance(key, int) else self.two  # type: ignore[type-arg]
-        if key in store:
-            y0, v0 = store[key]
-            w = 1.0 / v0 + 1.0 / var
-            store[key] = ((y0 / v0 + y / var) / w, 1.0 / w)
-        else:
-            store[key] = (y.astype(np.float64), var)
+        store[key] = (y.astype(np.float64), var)
 
     def fit(self) -> tuple[TreeModel, float]:
         d = len(self.sizes)
