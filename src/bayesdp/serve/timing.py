@@ -595,10 +595,6 @@ class GuardedLedger:
         self._lock = threading.Lock()
         self._cut = False
 
-    @property
-    def spent(self) -> bool:
-        return self.spends > 0
-
     def spend(self, guarantee: Any, label: str) -> Any:
         with self._lock:
             if self._cut:
