@@ -53,7 +53,7 @@ from bayesdp.errors import BayesdpError, InvalidParameter, check_keys
 from bayesdp.expressions import RowExpression, row_expression
 from bayesdp.holdout import table_means
 from bayesdp.serve.caught import caught, in_context
-from bayesdp.tables.engines.duckdb import ident
+from bayesdp.tables.engines.duckdb import NUMERIC, ident
 
 T = TypeVar("T")
 
@@ -681,10 +681,6 @@ def calibrate_dataset(service: Any, ds: Any, cfg: TimingConfig) -> Releases:
     bare = row_expression(ident(bounded[0]), list(ds.columns)) if bounded else None
     return Releases(lambda: service.query(cal, count)[0].table.engine,
                     Expected(model.alone.per_cost, model.busy.per_cost, model.factor), cfg, bare, lanes)
-
-
-NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
-           "UBIGINT", "FLOAT", "DOUBLE", "DECIMAL", "BOOLEAN")
 
 
 def calibrate_holdout(connection: Any, train: str, holdout_rows: int, columns: list[str],
