@@ -47,6 +47,7 @@ from bayesdp.sql import Translation, public_warnings, release_translation, trans
 from bayesdp.sql.bigquery import Learn, preview, spends
 from bayesdp.sql.translate import parse
 from bayesdp.synth.tabular import check_fit, fit_guarantee
+from bayesdp.tables.engines.duckdb import ident
 from bayesdp.tables.query import usefulness_warnings
 from bayesdp.tables.source import engine_for
 from bayesdp.tables.spec import RELEASE_KEYS, build, check_spec
@@ -97,20 +98,16 @@ def check_request(request: dict[str, Any]) -> None:
             check_finite(key, request[key])
 
 
-def _ident(column: str) -> str:
-    return '"' + column.replace('"', '""') + '"'
-
-
 def _cut(column: str, chars: int) -> str:
     """The column's text cut to `chars` characters, under its own name."""
-    return f"left({_ident(column)}, {chars}) AS {_ident(column)}"
+    return f"left({ident(column)}, {chars}) AS {ident(column)}"
 
 
 def _warn_cut(rel: duckdb.DuckDBPyRelation, texts: list[str], chars: int, key: str) -> None:
     """Tell the curator how many text values were cut to `chars` characters (exact: curator only)."""
     if not texts:
         return
-    counts = rel.aggregate(", ".join(f"count(*) FILTER (length({_ident(c)}) = {chars})" for c in texts))
+    counts = rel.aggregate(", ".join(f"count(*) FILTER (length({ident(c)}) = {chars})" for c in texts))
     cut = [f"{int(k):,} of {c!r}" for c, k in zip(texts, counts.fetchall()[0], strict=True) if k]
     if cut:
         warnings.warn(f"curator only: {key}: text values of {chars:,} characters or more were cut to "
@@ -118,7 +115,7 @@ def _warn_cut(rel: duckdb.DuckDBPyRelation, texts: list[str], chars: int, key: s
 
 
 def _table_name(kind: str, name: str) -> str:
-    return '"' + f"{kind}_{name}".replace('"', '""') + '"'
+    return ident(f"{kind}_{name}")
 
 
 class Service:
@@ -162,7 +159,7 @@ class Service:
         can grow with a row's text only that far."""
         rel = engine_for(path, self.db).relation
         if unit is not None:
-            quoted = _ident(unit)
+            quoted = ident(unit)
             nobody = int(rel.aggregate(f"count(*) - count({quoted})").fetchall()[0][0])
             if nobody:
                 warnings.warn(f"curator only: {key}: {nobody:,} rows with a null privacy unit "
@@ -179,7 +176,7 @@ class Service:
             check_sized(rel, cols, key)
         texts = [c for c, t in zip(rel.columns, rel.types, strict=True)
                  if private and t.id == "varchar" and c in cols]
-        select = ", ".join(_cut(c, chars) if c in texts else _ident(c) for c in cols)
+        select = ", ".join(_cut(c, chars) if c in texts else ident(c) for c in cols)
         self.db.execute(f"CREATE TABLE {_table_name(kind, name)} AS SELECT {select} FROM ({rel.sql_query()})")
         _warn_cut(self.relation(kind, name), texts, chars, key)
         self._columns[f"{kind}_{name}"] = cols

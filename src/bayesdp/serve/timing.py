@@ -53,6 +53,7 @@ from bayesdp.errors import BayesdpError, InvalidParameter, check_keys
 from bayesdp.expressions import RowExpression, row_expression
 from bayesdp.holdout import table_means
 from bayesdp.serve.caught import caught, in_context
+from bayesdp.tables.engines.duckdb import NUMERIC, ident
 
 T = TypeVar("T")
 
@@ -594,10 +595,6 @@ class GuardedLedger:
         self._lock = threading.Lock()
         self._cut = False
 
-    @property
-    def spent(self) -> bool:
-        return self.spends > 0
-
     def spend(self, guarantee: Any, label: str) -> Any:
         with self._lock:
             if self._cut:
@@ -615,17 +612,13 @@ class GuardedLedger:
                     self.ledger.spend(guarantee, label)
 
 
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def costly_expression(column: str, sample: str = "1") -> str:
     """A calibration expression over `column`: its text doubled four times (16-fold, the
     checker's limit) by replacing the most common character of `sample`, one of its values;
     replacing many matches is the costliest work per unit of cost the checker admits."""
     c = max(sample, key=sample.count) if sample else "1"
     literal, doubled = "'" + c.replace("'", "''") + "'", "'" + (c * 2).replace("'", "''") + "'"
-    text = f"CAST({_quoted(column)} AS VARCHAR)"
+    text = f"CAST({ident(column)} AS VARCHAR)"
     for _ in range(4):
         text = f"replace({text}, {literal}, {doubled})"
     return f"length({text}) >= 0"
@@ -668,7 +661,7 @@ def calibrate_dataset(service: Any, ds: Any, cfg: TimingConfig) -> Releases:
     frame = synthetic_frame(ds, service.rows("ds", ds.name))
     service.db.register("calibration_rows", frame)
     try:
-        service.db.execute(f"CREATE OR REPLACE TABLE {_quoted('ds_' + cal.name)} AS "
+        service.db.execute(f"CREATE OR REPLACE TABLE {ident('ds_' + cal.name)} AS "
                            "SELECT * FROM calibration_rows")
     finally:
         service.db.unregister("calibration_rows")
@@ -685,13 +678,9 @@ def calibrate_dataset(service: Any, ds: Any, cfg: TimingConfig) -> Releases:
     lanes = service.lanes
     model = calibrate([point(count), point(costly)], cfg, lanes.load)
     bounded = [c.name for c in ds.columns.values() if c.bounds]
-    bare = row_expression(_quoted(bounded[0]), list(ds.columns)) if bounded else None
+    bare = row_expression(ident(bounded[0]), list(ds.columns)) if bounded else None
     return Releases(lambda: service.query(cal, count)[0].table.engine,
                     Expected(model.alone.per_cost, model.busy.per_cost, model.factor), cfg, bare, lanes)
-
-
-NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
-           "UBIGINT", "FLOAT", "DOUBLE", "DECIMAL", "BOOLEAN")
 
 
 def calibrate_holdout(connection: Any, train: str, holdout_rows: int, columns: list[str],
@@ -701,17 +690,17 @@ def calibrate_holdout(connection: Any, train: str, holdout_rows: int, columns: l
     a bare numeric column (the first, by the training table's types; a text column is cast row
     by row, which would be the worst cost-1 query), the costly one growing the training table's
     longest text."""
-    stand_in = _quoted(train.strip('"') + "#calibration")
+    stand_in = ident(train.strip('"') + "#calibration")
     connection.execute(f"CREATE OR REPLACE TABLE {stand_in} AS SELECT t.* FROM {train} AS t, "
                        f"range(CAST(ceil({holdout_rows} / (SELECT count(*) FROM {train})) AS BIGINT)) "
                        f"LIMIT {holdout_rows}")
-    texts = [f"CAST({_quoted(c)} AS VARCHAR)" for c in columns]
+    texts = [f"CAST({ident(c)} AS VARCHAR)" for c in columns]
     longest = connection.execute("SELECT " + ", ".join(f"arg_max({t}, length({t}))" for t in texts) +
                                  f" FROM {train}").fetchall()[0]
     value, column = max(zip([v or "" for v in longest], columns, strict=True), key=lambda x: len(x[0]))
     types = connection.sql(f"SELECT * FROM {train}").types
     numeric = [c for c, t in zip(columns, types, strict=True) if str(t).split("(")[0] in NUMERIC]
-    cheap = row_expression(_quoted((numeric or columns)[0]), columns)
+    cheap = row_expression(ident((numeric or columns)[0]), columns)
     costly = row_expression(costly_expression(column, value), columns)
 
     def point(queries: list[RowExpression]) -> Point:

@@ -68,8 +68,8 @@ from bayesdp.tables.engines.base import (
 )
 from bayesdp.tables.engines.grids import BATCH_ROWS, BoundedGrids, CountedGrid, whole_window
 
-_NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
-            "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "REAL", "DECIMAL", "BOOLEAN")
+NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
+           "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "REAL", "DECIMAL", "BOOLEAN")
 _MASK64 = (1 << 64) - 1
 SOURCE = "bdp_source"
 OUT_OF_MEMORY_ADVICE = ("raise memory_limit= (--memory-limit on the command line), or give "
@@ -174,7 +174,7 @@ class DuckDBEngine:
         return self.schema()[value]
 
     def is_numeric(self, value: str | RowExpression) -> bool:
-        return self._type(value).split("(")[0] in _NUMERIC
+        return self._type(value).split("(")[0] in NUMERIC
 
     def is_boolean(self, value: str | RowExpression) -> bool:
         return self._type(value) == "BOOLEAN"
