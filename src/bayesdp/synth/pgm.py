@@ -17,6 +17,7 @@ from functools import cached_property
 import numpy as np
 
 from bayesdp.noise import Rng
+from bayesdp.synth import kernels
 from bayesdp.synth.rounding import uniforms
 
 Clique = tuple[int, ...]  # sorted column indices
@@ -40,10 +41,9 @@ def _axes(src: Clique, dst: Clique) -> tuple[int, ...]:
     return tuple(k for k, a in enumerate(src) if a not in dst)
 
 
-# The ufunc reductions behind ndarray.sum and .max, called directly (the same arithmetic, less
-# call overhead in the thousands of small reductions of a fit).
+# The ufunc reduction behind ndarray.sum, called directly (the same arithmetic, less call
+# overhead in the thousands of small reductions of scoring).
 _add = np.add.reduce
-_max = np.maximum.reduce
 
 
 def _sum_to(arr: np.ndarray, src: Clique, dst: Clique) -> np.ndarray:
@@ -196,17 +196,9 @@ def junction_tree(sizes: tuple[int, ...], measured: list[Clique]) -> JunctionTre
     return JunctionTree(sizes, tuple(maximal), tuple(order), tuple(parent))
 
 
-def log_potentials(jt: JunctionTree, theta: dict[Clique, np.ndarray], *,
-                   compact: bool = False) -> list[np.ndarray]:
-    """Σ_r θ_r on each maximal clique, each θ_r on its home clique (`JunctionTree.place`).
-    Linear in θ, so a mirror-descent trial θ − αg costs one subtraction per maximal clique.
-    With `compact` each sum keeps only the axes of the columns its terms hold (length one
-    elsewhere, to broadcast): the same values, fewer cells."""
-    sz = jt.sizes
-    held: list[set[int]] = [set(c) if not compact else set() for c in jt.cliques]
-    for r in theta:
-        held[jt.place(r)[0]].update(r)
-    logpot = [np.zeros(_shape(tuple(h), c, sz)) for h, c in zip(held, jt.cliques, strict=True)]
+def log_potentials(jt: JunctionTree, theta: dict[Clique, np.ndarray]) -> list[np.ndarray]:
+    """Σ_r θ_r on each maximal clique, each θ_r on its home clique (`JunctionTree.place`)."""
+    logpot = [np.zeros([jt.sizes[a] for a in c]) for c in jt.cliques]
     for r, t in theta.items():
         k, shape = jt.place(r)
         logpot[k] += t.reshape(shape)
@@ -214,34 +206,109 @@ def log_potentials(jt: JunctionTree, theta: dict[Clique, np.ndarray], *,
 
 
 def calibrate(jt: JunctionTree, theta: dict[Clique, np.ndarray]) -> list[np.ndarray]:
-    """Clique marginals of P(x) ∝ exp Σ_r θ_r(x_r) (`propagate`)."""
-    return propagate(jt, log_potentials(jt, theta))
+    """Clique marginals of P(x) ∝ exp Σ_r θ_r(x_r) (`Flat.calibrate`)."""
+    flat = Flat(jt, [])
+    lp = np.concatenate([p.ravel() for p in log_potentials(jt, theta)])
+    work = flat.buffer()
+    flat.calibrate(lp, np.zeros_like(lp), 0.0, np.empty_like(lp), work)
+    return flat.beliefs(work)
 
 
-def propagate(jt: JunctionTree, logpot: list[np.ndarray]) -> list[np.ndarray]:
-    """Clique marginals from log-potentials on the maximal cliques by two-pass sum-product
-    (Shafer–Shenoy), in probability space with every potential and message scaled to a maximum
-    of one. In place on tables it made (the arithmetic of the out-of-place form)."""
-    inner = [p - _max(p, axis=None) for p in logpot]  # potential times the children's messages
-    for t in inner:
-        np.exp(t, out=t)
-    up: dict[int, np.ndarray] = {}
-    for i, p, axes, _, to_parent, _ in reversed(jt.passes):
-        msg = _add(inner[i], axis=axes)
-        up[i] = msg / max(float(_max(msg, axis=None)), 1e-300)
-        inner[p] *= up[i].reshape(to_parent)
-    # Beliefs in place of the inner tables: a clique's own is no longer read once it has sent
-    # its message up, and its parent's is final before its children's are formed (BFS order).
-    for i, p, _, axes, _, to_child in jt.passes:
-        # The parent's belief without i's message: up[i] lives on the separator, so dividing the
-        # parent's sum over the rest by it equals summing the divided belief.
-        on_sep = _add(inner[p], axis=axes)
-        down = np.divide(on_sep, up[i], out=np.zeros_like(on_sep), where=up[i] > 0)
-        down /= max(float(_max(down, axis=None)), 1e-300)
-        inner[i] *= down.reshape(to_child)
-    for b in inner:
-        b /= _add(b, axis=None)
-    return inner
+def _index(src: Clique, dst: Clique, sizes: tuple[int, ...]) -> np.ndarray:
+    """Per cell of a table on `src` (C order), the cell of its sub-clique `dst` it sums into."""
+    idx = np.arange(cells(sizes, dst), dtype=np.int32).reshape(_shape(dst, src, sizes))
+    return np.broadcast_to(idx, [sizes[a] for a in src]).ravel()
+
+
+def _rows(src: Clique, dst: Clique, sizes: tuple[int, ...]) -> tuple[np.ndarray, int, bool]:
+    """`_index` by rows: the trailing axes of `src` all in `dst` (kept) or all not, their cells
+    (the row length), and per row the `dst` cell of its first cell; along a row the cell steps
+    by one if kept (they are `dst`'s trailing axes too), else stays."""
+    kept = src[-1] in dst
+    head = len(src)
+    while head and (src[head - 1] in dst) == kept:
+        head -= 1
+    length = cells(sizes, src[head:])
+    base = _index(src[:head], tuple(a for a in dst if a in src[:head]), sizes)
+    return (base * length if kept else base), length, kept
+
+
+class Flat:
+    """A junction tree and the measured cliques' marginals (`_summation`) laid out flat for the
+    compiled calibration (`kernels`): one buffer holds the maximal cliques' tables, then the
+    plan's tables; `index` and `maps` every map from a table onto a sub-clique (`_rows`)."""
+
+    def __init__(self, jt: JunctionTree, measured: list[Clique]) -> None:
+        sz = jt.sizes
+        self.jt = jt
+        self.measured = measured
+        program, slot_of = _summation(jt, measured)
+        cols = [*jt.cliques]
+        for _, src, axes in program:
+            cols.append(tuple(a for k, a in enumerate(cols[src]) if k not in axes))
+        self.table = np.cumsum([0, *(cells(sz, c) for c in cols)])
+        self.offsets = self.table[:len(jt.cliques) + 1]
+        self.n = int(self.offsets[-1])
+        index: list[np.ndarray] = []
+        maps: list[tuple[int, int, int]] = []
+
+        def put(src: Clique, dst: Clique) -> int:
+            base, length, kept = _rows(src, dst, sz)
+            maps.append((sum(b.size for b in index), length, int(kept)))
+            index.append(base)
+            return len(maps) - 1
+
+        edges, msg = [], 0
+        for i, p, *_ in jt.passes:
+            sep = jt.separators[i]
+            edges.append((i, p, msg, msg + cells(sz, sep), put(jt.cliques[i], sep), put(jt.cliques[p], sep)))
+            msg += cells(sz, sep)
+        self.edges = np.array(edges, dtype=np.int64).reshape(-1, 6)
+        self.up = np.empty(msg)
+        self.down = np.empty(max((cells(sz, s) for s in jt.separators), default=1))
+        self.steps = np.array([(self.table[src], self.table[src + 1], self.table[dst], self.table[dst + 1],
+                                put(cols[src], cols[dst])) for dst, src, _ in program],
+                              dtype=np.int64).reshape(-1, 5)
+        # Measured cliques in order, flat: where each one's marginal is and its cells' first.
+        self.flat = np.cumsum([0, *(cells(sz, r) for r in measured)])
+        self.targets = np.array([(self.table[slot_of[r]], self.table[slot_of[r] + 1], self.flat[j])
+                                 for j, r in enumerate(measured)], dtype=np.int64).reshape(-1, 3)
+        self.homes = np.array([(jt.place(r)[0], self.flat[j], put(jt.cliques[jt.place(r)[0]], r))
+                               for j, r in enumerate(measured)], dtype=np.int64).reshape(-1, 3)
+        self.maps = np.array(maps, dtype=np.int64).reshape(-1, 3)
+        self.index = np.concatenate(index) if index else np.zeros(0, dtype=np.int32)
+
+    def buffer(self) -> np.ndarray:
+        """A table buffer: the maximal cliques' beliefs, then the plan's marginals."""
+        return np.zeros(int(self.table[-1]))
+
+    def vector(self, tables: dict[Clique, np.ndarray] | None = None) -> np.ndarray:
+        """The measured cliques' tables flat, in order (zeros without `tables`)."""
+        if tables is None:
+            return np.zeros(int(self.flat[-1]))
+        return np.concatenate([np.broadcast_to(tables[r], [self.jt.sizes[a] for a in r]).ravel()
+                               for r in self.measured]) if self.measured else np.zeros(0)
+
+    def tables(self, vec: np.ndarray) -> dict[Clique, np.ndarray]:
+        """The measured cliques' tables (views) of a flat vector."""
+        return {r: vec[self.flat[k]:self.flat[k + 1]].reshape([self.jt.sizes[a] for a in r])
+                for k, r in enumerate(self.measured)}
+
+    def beliefs(self, work: np.ndarray) -> list[np.ndarray]:
+        """The maximal cliques' tables (views) of a table buffer."""
+        return [work[self.offsets[k]:self.offsets[k + 1]].reshape([self.jt.sizes[a] for a in c])
+                for k, c in enumerate(self.jt.cliques)]
+
+    def calibrate(self, lp: np.ndarray, step: np.ndarray, alpha: float, trial: np.ndarray,
+                  work: np.ndarray) -> None:
+        """Beliefs of the log-potentials trial = lp − α·step into `work` (`kernels.propagate`)."""
+        kernels.trial_potentials(lp, step, alpha, self.offsets, trial, work)
+        np.exp(work[:self.n], out=work[:self.n])
+        kernels.propagate(work, self.offsets, self.index, self.maps, self.edges, self.up, self.down)
+
+    def spread(self, grad: np.ndarray, out: np.ndarray) -> None:
+        """out = Σ_r grad_r on each home clique (`log_potentials` of the step)."""
+        kernels.spread(grad, self.offsets, self.index, self.maps, self.homes, out)
 
 
 def _union(sep: Clique, keep: Clique) -> Clique:
@@ -429,27 +496,29 @@ def fit(sizes: tuple[int, ...], measurements: list[Measurement], *,
         mean[m.clique] = mean.get(m.clique, 0.0) + m.y * w
     mean = {r: b / weight[r] for r, b in mean.items()}
 
-    program, slot_of = _summation(jt, sorted(weight, key=len, reverse=True))
+    flat = Flat(jt, sorted(weight, key=len, reverse=True))
+    means, weights = flat.vector(mean), flat.vector(weight)
+    # The fit's state, flat: θ of the measured cliques, the log-potentials, the table buffer
+    # (beliefs and marginals) and the gradient; a trial fills the second copy of the last three,
+    # and an accepted one swaps them.
+    th = flat.vector(theta)
+    lp = np.concatenate([p.ravel() for p in log_potentials(jt, theta)])
+    lp_new, step_pot = np.empty_like(lp), np.zeros_like(lp)
+    work, work_new = flat.buffer(), flat.buffer()
+    grad, grad_new = flat.vector(), flat.vector()
 
-    def marginals(beliefs: list[np.ndarray]) -> dict[Clique, np.ndarray]:
-        tables = [*beliefs, *[beliefs[0]] * len(program)]  # slots past the beliefs: filled in order
-        for dst, src, axes in program:
-            tables[dst] = _add(tables[src], axis=axes)
-        return {r: tables[k] for r, k in slot_of.items()}
+    def calibrated(alpha: float) -> tuple[float, float]:
+        """Beliefs, marginals, loss and gradient of lp − α·step_pot into the second copies; the
+        loss and the drop Σ ⟨∇L, μ − μ_new⟩ from the accepted state."""
+        flat.calibrate(lp, step_pot, alpha, lp_new, work_new)
+        value: float
+        drop: float
+        value, drop = kernels.measured_loss(work_new, flat.index, flat.maps, flat.steps, flat.targets,
+                                            means, weights, n_hat, grad_new, work, grad)
+        return value, drop
 
-    def loss(mus: dict[Clique, np.ndarray]) -> tuple[float, dict[Clique, np.ndarray]]:
-        value, grad = 0.0, {}
-        for r, mu1 in mus.items():
-            diff = n_hat * mu1 - mean[r]
-            wdiff = weight[r] * diff
-            value += 0.5 * float(np.vdot(wdiff, diff))
-            grad[r] = n_hat * wdiff
-        return value, grad
-
-    logpot = log_potentials(jt, theta)
-    beliefs = propagate(jt, logpot)
-    mus = marginals(beliefs)
-    value, grad = loss(mus)
+    value, _ = calibrated(0.0)
+    lp, lp_new, work, work_new, grad, grad_new = lp_new, lp, work_new, work, grad_new, grad
     # 1/L for the loss's curvature bound, or the previous fit's last accepted step when larger
     # (a warm start skips the doublings back up to it).
     alpha = max(step, 1.0 / max(sum(float(np.max(n_hat**2 / np.asarray(m.var))) for m in measurements),
@@ -458,21 +527,19 @@ def fit(sizes: tuple[int, ...], measurements: list[Measurement], *,
     for _ in range(iters):
         # Try a longer step only after one was accepted at once: each backtrack costs a calibration.
         alpha *= 2.0 if grow else 1.0
-        step_pot = log_potentials(jt, grad, compact=True)
+        flat.spread(grad, step_pot)
         grow = True
         for _ in range(_LINE_SEARCH):
-            trial = [lp - alpha * g for lp, g in zip(logpot, step_pot, strict=True)]
-            b_new = propagate(jt, trial)
-            new = marginals(b_new)
-            v_new, g_new = loss(new)
-            drop = sum(float(np.vdot(grad[r], mus[r] - new[r])) for r in grad)
+            v_new, drop = calibrated(alpha)
             if value - v_new >= 0.5 * drop:
                 break
             alpha *= 0.5
             grow = False
-        theta = {r: t - alpha * grad[r] if r in grad else t for r, t in theta.items()}
-        logpot, beliefs, mus, value, grad = trial, b_new, new, v_new, g_new
-    return Estimate(jt, theta, beliefs, n_hat, alpha)
+        th -= alpha * grad
+        value = v_new
+        lp, lp_new, work, work_new, grad, grad_new = lp_new, lp, work_new, work, grad_new, grad
+    theta.update(flat.tables(th))
+    return Estimate(jt, theta, flat.beliefs(work), n_hat, alpha)
 
 
 @dataclass(frozen=True)
