@@ -2,22 +2,25 @@
 
 Every maximal clique's table lies in one float64 buffer (C order, clique k at offsets[k]); the
 marginals a fit reads (`pgm._summation`) follow them in the same buffer. Summing a table down to
-a sub-clique, or multiplying it by a table on one, goes through a map (a row of `maps`): the
-table's trailing axes that are all kept (or all summed) form rows of `length` cells, and `index`
-holds per row the sub-clique cell its first cell meets; along a row that cell steps by one if
-the axes are kept, and stays if they are summed. So the inner loops run over contiguous cells.
+a sub-clique, or spreading a table on one over it, goes through a map (a row of `maps`): the
+table's last axes form an inner block all kept (or all summed) of `length` cells, the axes
+before it a middle block of the other kind of `middle` cells, and `index` holds per head row
+(the axes before both) the sub-clique cell its first cell meets; within a row the cell steps
+along the kept block and stays along the summed one. So the inner loops run over contiguous
+cells.
 
 The arithmetic is that of Private-PGM's numpy form (McKenna et al. 2019, Alg. 1; Shafer–Shenoy
-with max-scaling): the same operations on the same values, only sums taken in another order.
-The exponential stays numpy's (vectorised, with its own last bits), called between the kernels.
+with max-scaling): the same operations on the same values, only sums taken in another order and
+the beliefs normalised through the marginals read from them (`measured_loss`). The exponential
+stays numpy's (vectorised, with its own last bits), called between the kernels.
 """
 
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
-# A row of `maps`: offset of its per-row cells in `index`, row length, 1 if the row's axes are kept.
+# A row of `maps`: offset of its head rows' cells in `index`, middle and inner block cells, 1 if
+# the inner block is kept.
 # A row of `edges` (BFS order): child, parent, the child's message [lo, hi) in the message buffers,
 # the child's map and the parent's onto their separator (rows of `maps`).
 # A row of `steps`: source table [lo, hi), destination table [lo, hi), map.
@@ -27,37 +30,49 @@ from numba import njit
 # map onto it.
 
 
+# What `_mapped` does between a table and a table on a sub-clique.
+SUM, TIMES, PLUS = 0, 1, 2
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _mapped(table, lo, hi, index, maps, m, sub, sub_lo, mode):  # type: ignore[no-untyped-def]
+    """Through map m between table[lo:hi] and a table on a sub-clique from sub_lo in `sub`: SUM
+    adds the table summed down into `sub`; TIMES multiplies, PLUS adds, `sub` spread over the
+    table into it."""
+    at, middle, length, kept = maps[m, 0], maps[m, 1], maps[m, 2], maps[m, 3]
+    first = lo
+    for row in range((hi - lo) // (middle * length)):
+        base = sub_lo + index[at + row]
+        for mid in range(middle):
+            if kept:
+                for t in range(length):
+                    if mode == SUM:
+                        sub[base + t] += table[first + t]
+                    elif mode == TIMES:
+                        table[first + t] *= sub[base + t]
+                    else:
+                        table[first + t] += sub[base + t]
+            elif mode == SUM:
+                acc = 0.0
+                for t in range(length):
+                    acc += table[first + t]
+                sub[base + mid] += acc
+            else:
+                v = sub[base + mid]
+                for t in range(length):
+                    if mode == TIMES:
+                        table[first + t] *= v
+                    else:
+                        table[first + t] += v
+            first += length
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _sum_into(src, lo, hi, index, maps, m, out, out_lo, out_hi):  # type: ignore[no-untyped-def]
     """out[out_lo:out_hi] = src[lo:hi] summed down to a sub-clique through map m."""
     for s in range(out_lo, out_hi):
         out[s] = 0.0
-    at, length, kept = maps[m, 0], maps[m, 1], maps[m, 2]
-    for row in range((hi - lo) // length):
-        base, first = out_lo + index[at + row], lo + row * length
-        if kept:
-            for t in range(length):
-                out[base + t] += src[first + t]
-        else:
-            acc = 0.0
-            for t in range(length):
-                acc += src[first + t]
-            out[base] += acc
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _times(dst, lo, hi, index, maps, m, msg, msg_lo):  # type: ignore[no-untyped-def]
-    """dst[lo:hi] times a table on a sub-clique (from msg_lo in `msg`) spread through map m."""
-    at, length, kept = maps[m, 0], maps[m, 1], maps[m, 2]
-    for row in range((hi - lo) // length):
-        base, first = msg_lo + index[at + row], lo + row * length
-        if kept:
-            for t in range(length):
-                dst[first + t] *= msg[base + t]
-        else:
-            v = msg[base]
-            for t in range(length):
-                dst[first + t] *= v
+    _mapped(src, lo, hi, index, maps, m, out, out_lo, SUM)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -71,18 +86,18 @@ def _scaled(msg, lo, hi):  # type: ignore[no-untyped-def]
         msg[s] /= top
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"nnan"})
 def trial_potentials(lp, step, alpha, offsets, trial, work):  # type: ignore[no-untyped-def]
     """trial = lp − α·step (a mirror-descent trial, linear in θ), and into `work` each maximal
-    clique's trial minus its maximum (the max-scaling before the exponential)."""
+    clique's trial minus its maximum (the max-scaling before the exponential). The maximum is
+    exact in any order; `nnan` only lets it vectorise (the potentials are finite)."""
     for k in range(offsets.size - 1):
         lo, hi = offsets[k], offsets[k + 1]
-        top = -np.inf
         for c in range(lo, hi):
-            t = lp[c] - alpha * step[c]
-            trial[c] = t
-            if t > top:
-                top = t
+            trial[c] = lp[c] - alpha * step[c]
+        top = trial[lo]
+        for c in range(lo, hi):
+            top = max(top, trial[c])
         for c in range(lo, hi):
             work[c] = trial[c] - top
 
@@ -95,12 +110,12 @@ def propagate(work, offsets, index, maps, edges, up, down):  # type: ignore[no-u
     Upward (reverse BFS) each child's table, already times its children's messages, is summed
     onto the separator into `up` and multiplies its parent. Downward (BFS) the parent's final
     belief summed onto the separator and divided by the child's own message (zero where that is
-    zero) multiplies the child. Each belief is then normalised to sum to one."""
+    zero) multiplies the child. The beliefs are left unnormalised (a factor per clique)."""
     for e in range(edges.shape[0] - 1, -1, -1):
         i, p, lo, hi = edges[e, 0], edges[e, 1], edges[e, 2], edges[e, 3]
         _sum_into(work, offsets[i], offsets[i + 1], index, maps, edges[e, 4], up, lo, hi)
         _scaled(up, lo, hi)
-        _times(work, offsets[p], offsets[p + 1], index, maps, edges[e, 5], up, lo)
+        _mapped(work, offsets[p], offsets[p + 1], index, maps, edges[e, 5], up, lo, TIMES)
     for e in range(edges.shape[0]):
         i, p, lo, hi = edges[e, 0], edges[e, 1], edges[e, 2], edges[e, 3]
         n = hi - lo
@@ -108,18 +123,17 @@ def propagate(work, offsets, index, maps, edges, up, down):  # type: ignore[no-u
         for s in range(n):
             down[s] = down[s] / up[lo + s] if up[lo + s] > 0 else 0.0
         _scaled(down, 0, n)
-        _times(work, offsets[i], offsets[i + 1], index, maps, edges[e, 4], down, 0)
+        _mapped(work, offsets[i], offsets[i + 1], index, maps, edges[e, 4], down, 0, TIMES)
     for k in range(offsets.size - 1):
         total = 0.0
         for c in range(offsets[k], offsets[k + 1]):
             total += work[c]
-        for c in range(offsets[k], offsets[k + 1]):
-            work[c] /= total
 
 
 @njit(cache=True, nogil=True)
 def measured_loss(work, index, maps, steps, targets, mean, weight, n_hat, grad, old, old_grad):  # type: ignore[no-untyped-def]
-    """The measured cliques' marginals μ_r summed out of the beliefs by the plan `steps`, then
+    """The measured cliques' marginals μ_r summed out of the beliefs by the plan `steps` and
+    normalised (each by its own sum: the belief it came from, normalised, gives the same), then
     L = ½ Σ_r ‖n̂μ_r − ȳ_r‖²·a_r and its gradient n̂·a_r·(n̂μ_r − ȳ_r) into `grad`; also
     Σ_r ⟨old_grad_r, old μ_r − μ_r⟩ against the accepted state `old` (the Armijo test's drop).
     Returns (L, drop)."""
@@ -128,6 +142,11 @@ def measured_loss(work, index, maps, steps, targets, mean, weight, n_hat, grad, 
     value, drop = 0.0, 0.0
     for r in range(targets.shape[0]):
         lo, hi, f = targets[r, 0], targets[r, 1], targets[r, 2]
+        total = 0.0
+        for j in range(lo, hi):
+            total += work[j]
+        for j in range(lo, hi):
+            work[j] /= total
         part, moved = 0.0, 0.0
         for j in range(hi - lo):
             mu = work[lo + j]
@@ -148,14 +167,16 @@ def spread(grad, offsets, index, maps, homes, out):  # type: ignore[no-untyped-d
     for c in range(out.size):
         out[c] = 0.0
     for h in range(homes.shape[0]):
-        k, f = homes[h, 0], homes[h, 1]
-        at, length, kept = maps[homes[h, 2], 0], maps[homes[h, 2], 1], maps[homes[h, 2], 2]
-        for row in range((offsets[k + 1] - offsets[k]) // length):
-            base, first = f + index[at + row], offsets[k] + row * length
-            if kept:
-                for t in range(length):
-                    out[first + t] += grad[base + t]
-            else:
-                g = grad[base]
-                for t in range(length):
-                    out[first + t] += g
+        k = homes[h, 0]
+        _mapped(out, offsets[k], offsets[k + 1], index, maps, homes[h, 2], grad, homes[h, 1], PLUS)
+
+
+@njit(cache=True, nogil=True)
+def normalise(work, offsets):  # type: ignore[no-untyped-def]
+    """Each maximal clique's table divided by its sum, in place."""
+    for k in range(offsets.size - 1):
+        total = 0.0
+        for c in range(offsets[k], offsets[k + 1]):
+            total += work[c]
+        for c in range(offsets[k], offsets[k + 1]):
+            work[c] /= total

@@ -220,17 +220,21 @@ def _index(src: Clique, dst: Clique, sizes: tuple[int, ...]) -> np.ndarray:
     return np.broadcast_to(idx, [sizes[a] for a in src]).ravel()
 
 
-def _rows(src: Clique, dst: Clique, sizes: tuple[int, ...]) -> tuple[np.ndarray, int, bool]:
-    """`_index` by rows: the trailing axes of `src` all in `dst` (kept) or all not, their cells
-    (the row length), and per row the `dst` cell of its first cell; along a row the cell steps
-    by one if kept (they are `dst`'s trailing axes too), else stays."""
+def _rows(src: Clique, dst: Clique, sizes: tuple[int, ...]) -> tuple[np.ndarray, int, int, bool]:
+    """`_index` by blocks of `src`'s axes: the last ones all in `dst` or all not (the inner
+    block, kept or summed), the ones before them all of the other kind (the middle block), the
+    rest (the head). Returns per head row the `dst` cell of its first cell, the middle and inner
+    blocks' cells, and whether the inner block is kept."""
     kept = src[-1] in dst
-    head = len(src)
-    while head and (src[head - 1] in dst) == kept:
+    inner = len(src)
+    while inner and (src[inner - 1] in dst) == kept:
+        inner -= 1
+    head = inner
+    while head and (src[head - 1] in dst) != kept:
         head -= 1
-    length = cells(sizes, src[head:])
+    middle, length = cells(sizes, src[head:inner]), cells(sizes, src[inner:])
     base = _index(src[:head], tuple(a for a in dst if a in src[:head]), sizes)
-    return (base * length if kept else base), length, kept
+    return base * (length if kept else middle), middle, length, kept
 
 
 class Flat:
@@ -250,11 +254,11 @@ class Flat:
         self.offsets = self.table[:len(jt.cliques) + 1]
         self.n = int(self.offsets[-1])
         index: list[np.ndarray] = []
-        maps: list[tuple[int, int, int]] = []
+        maps: list[tuple[int, int, int, int]] = []
 
         def put(src: Clique, dst: Clique) -> int:
-            base, length, kept = _rows(src, dst, sz)
-            maps.append((sum(b.size for b in index), length, int(kept)))
+            base, middle, length, kept = _rows(src, dst, sz)
+            maps.append((sum(b.size for b in index), middle, length, int(kept)))
             index.append(base)
             return len(maps) - 1
 
@@ -275,7 +279,7 @@ class Flat:
                                  for j, r in enumerate(measured)], dtype=np.int64).reshape(-1, 3)
         self.homes = np.array([(jt.place(r)[0], self.flat[j], put(jt.cliques[jt.place(r)[0]], r))
                                for j, r in enumerate(measured)], dtype=np.int64).reshape(-1, 3)
-        self.maps = np.array(maps, dtype=np.int64).reshape(-1, 3)
+        self.maps = np.array(maps, dtype=np.int64).reshape(-1, 4)
         self.index = np.concatenate(index) if index else np.zeros(0, dtype=np.int32)
 
     def buffer(self) -> np.ndarray:
@@ -295,7 +299,8 @@ class Flat:
                 for k, r in enumerate(self.measured)}
 
     def beliefs(self, work: np.ndarray) -> list[np.ndarray]:
-        """The maximal cliques' tables (views) of a table buffer."""
+        """The maximal cliques' beliefs: their tables in `work`, normalised in place (views)."""
+        kernels.normalise(work, self.offsets)
         return [work[self.offsets[k]:self.offsets[k + 1]].reshape([self.jt.sizes[a] for a in c])
                 for k, c in enumerate(self.jt.cliques)]
 
