@@ -17,6 +17,7 @@ stays numpy's (vectorised, with its own last bits), called between the kernels.
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 # A row of `maps`: offset of its head rows' cells in `index`, middle and inner block cells, 1 if
@@ -86,18 +87,18 @@ def _scaled(msg, lo, hi):  # type: ignore[no-untyped-def]
         msg[s] /= top
 
 
-@njit(cache=True, nogil=True, fastmath={"nnan"})
+@njit(cache=True, nogil=True)
 def trial_potentials(lp, step, alpha, offsets, trial, work):  # type: ignore[no-untyped-def]
     """trial = lp − α·step (a mirror-descent trial, linear in θ), and into `work` each maximal
-    clique's trial minus its maximum (the max-scaling before the exponential). The maximum is
-    exact in any order; `nnan` only lets it vectorise (the potentials are finite)."""
+    clique's trial minus its maximum (the max-scaling before the exponential)."""
     for k in range(offsets.size - 1):
         lo, hi = offsets[k], offsets[k + 1]
+        top = -np.inf
         for c in range(lo, hi):
-            trial[c] = lp[c] - alpha * step[c]
-        top = trial[lo]
-        for c in range(lo, hi):
-            top = max(top, trial[c])
+            t = lp[c] - alpha * step[c]
+            trial[c] = t
+            if t > top:
+                top = t
         for c in range(lo, hi):
             work[c] = trial[c] - top
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -82,18 +82,6 @@ class JunctionTree:
                 out[i].append(p)
                 out[p].append(i)
         return tuple(tuple(n) for n in out)
-
-    @cached_property
-    def passes(self) -> tuple[tuple[int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...],
-                                    tuple[int, ...]], ...]:
-        """Per non-root clique i in BFS order: i, its parent p, the axes summing i and p down to
-        their separator, and the shapes spreading a separator table over p and over i."""
-        out = []
-        for i in self.order[1:]:
-            p, sep, ci, cp = self.parent[i], self.separators[i], self.cliques[i], self.cliques[self.parent[i]]
-            out.append((i, p, _axes(ci, sep), _axes(cp, sep), _shape(sep, cp, self.sizes),
-                        _shape(sep, ci, self.sizes)))
-        return tuple(out)
 
     @cached_property
     def _placed(self) -> dict[Clique, tuple[int, tuple[int, ...]]]:
@@ -220,8 +208,10 @@ def _index(src: Clique, dst: Clique, sizes: tuple[int, ...]) -> np.ndarray:
     return np.broadcast_to(idx, [sizes[a] for a in src]).ravel()
 
 
+@lru_cache(maxsize=4096)
 def _rows(src: Clique, dst: Clique, sizes: tuple[int, ...]) -> tuple[np.ndarray, int, int, bool]:
-    """`_index` by blocks of `src`'s axes: the last ones all in `dst` or all not (the inner
+    """(Memoised: AIM's successive models share most maps; the array is never written.)
+    `_index` by blocks of `src`'s axes: the last ones all in `dst` or all not (the inner
     block, kept or summed), the ones before them all of the other kind (the middle block), the
     rest (the head). Returns per head row the `dst` cell of its first cell, the middle and inner
     blocks' cells, and whether the inner block is kept."""
@@ -255,16 +245,19 @@ class Flat:
         self.n = int(self.offsets[-1])
         index: list[np.ndarray] = []
         maps: list[tuple[int, int, int, int]] = []
+        at = 0
 
         def put(src: Clique, dst: Clique) -> int:
+            nonlocal at
             base, middle, length, kept = _rows(src, dst, sz)
-            maps.append((sum(b.size for b in index), middle, length, int(kept)))
+            maps.append((at, middle, length, int(kept)))
             index.append(base)
+            at += base.size
             return len(maps) - 1
 
         edges, msg = [], 0
-        for i, p, *_ in jt.passes:
-            sep = jt.separators[i]
+        for i in jt.order[1:]:
+            p, sep = jt.parent[i], jt.separators[i]
             edges.append((i, p, msg, msg + cells(sz, sep), put(jt.cliques[i], sep), put(jt.cliques[p], sep)))
             msg += cells(sz, sep)
         self.edges = np.array(edges, dtype=np.int64).reshape(-1, 6)
@@ -443,13 +436,14 @@ def _summation(jt: JunctionTree, measured: list[Clique]) -> tuple[Summation, dic
     program: Summation = []
     found: dict[Clique, int] = {}
     homed: dict[int, list[Clique]] = {}
-    for r in measured:
-        if not any(set(r) < set(q) for q in measured):
+    as_set = [frozenset(r) for r in measured]
+    supersets = [[q for q, b in zip(measured, as_set, strict=True) if a < b] for a in as_set]
+    for r, sup in zip(measured, supersets, strict=True):
+        if not sup:
             homed.setdefault(jt.place(r)[0], []).append(r)
     for k, targets in homed.items():
         _share(jt, k, jt.cliques[k], targets, program, found)
-    for r in measured:
-        sup = [q for q in measured if set(r) < set(q)]
+    for r, sup in zip(measured, supersets, strict=True):
         if sup:  # longer, so found already
             q = min(sup, key=lambda q: cells(jt.sizes, q))
             program.append((len(jt.cliques) + len(program), found[q], _axes(q, r)))
