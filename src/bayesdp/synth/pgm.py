@@ -210,11 +210,11 @@ def _index(src: Clique, dst: Clique, sizes: tuple[int, ...]) -> np.ndarray:
 
 @lru_cache(maxsize=4096)
 def _rows(src: Clique, dst: Clique, sizes: tuple[int, ...]) -> tuple[np.ndarray, int, int, bool]:
-    """(Memoised: AIM's successive models share most maps; the array is never written.)
-    `_index` by blocks of `src`'s axes: the last ones all in `dst` or all not (the inner
+    """`_index` by blocks of `src`'s axes: the last ones all in `dst` or all not (the inner
     block, kept or summed), the ones before them all of the other kind (the middle block), the
     rest (the head). Returns per head row the `dst` cell of its first cell, the middle and inner
-    blocks' cells, and whether the inner block is kept."""
+    blocks' cells, and whether the inner block is kept. Memoised (AIM's successive models share
+    most maps); the array is only read."""
     kept = src[-1] in dst
     inner = len(src)
     while inner and (src[inner - 1] in dst) == kept:
@@ -510,13 +510,12 @@ def fit(sizes: tuple[int, ...], measurements: list[Measurement], *,
         """Beliefs, marginals, loss and gradient of lp − α·step_pot into the second copies; the
         loss and the drop Σ ⟨∇L, μ − μ_new⟩ from the accepted state."""
         flat.calibrate(lp, step_pot, alpha, lp_new, work_new)
-        value: float
-        drop: float
-        value, drop = kernels.measured_loss(work_new, flat.index, flat.maps, flat.steps, flat.targets,
-                                            means, weights, n_hat, grad_new, work, grad)
-        return value, drop
+        out: tuple[float, float] = kernels.measured_loss(
+            work_new, flat.index, flat.maps, flat.steps, flat.targets, means, weights, n_hat,
+            grad_new, work, grad)
+        return out
 
-    value, _ = calibrated(0.0)
+    value, _ = calibrated(0.0)  # the step potentials are still zero: the trial is lp itself
     lp, lp_new, work, work_new, grad, grad_new = lp_new, lp, work_new, work, grad_new, grad
     # 1/L for the loss's curvature bound, or the previous fit's last accepted step when larger
     # (a warm start skips the doublings back up to it).
