@@ -125,10 +125,6 @@ def propagate(work, offsets, index, maps, edges, up, down):  # type: ignore[no-u
             down[s] = down[s] / up[lo + s] if up[lo + s] > 0 else 0.0
         _scaled(down, 0, n)
         _mapped(work, offsets[i], offsets[i + 1], index, maps, edges[e, 4], down, 0, TIMES)
-    for k in range(offsets.size - 1):
-        total = 0.0
-        for c in range(offsets[k], offsets[k + 1]):
-            total += work[c]
 
 
 @njit(cache=True, nogil=True)
