@@ -8,6 +8,7 @@ $BAYESDP_SCREENSHOTS)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import time
@@ -20,6 +21,8 @@ import pandas as pd
 import pytest
 from serve_helpers import Server, add_analyst, serve
 
+from bayesdp.privacy import Guarantee
+from bayesdp.privacy.filters import filter_for
 from bayesdp.serve.config import load_config
 from bayesdp.serve.state import State
 
@@ -82,6 +85,11 @@ threshold = 0.04
 sigma = 0.01
 budget = 5
 """
+
+
+# The largest ε of a one-count release (Laplace: ρ = ε²/2) people's zCDP budget admits: √(2ρ) for
+# the largest ρ whose (ε, δ) fits ε=3, δ=1e-6 (`ZcdpFilter`).
+PEOPLE_LARGEST = math.sqrt(2 * filter_for("zcdp", Guarantee(3.0, delta=1e-6)).rho)
 
 
 # The contrast ratio (WCAG 2.x) of an element's colour property against the card's background.
@@ -238,6 +246,15 @@ class Page:
         self.el("#release-button").click()
         self.until(lambda: self.js("return S.doc && S.doc.id") not in (None, before))
         self.until(lambda: self.js("return S.history.some((r) => r.id === S.doc.id)"))
+
+    def release_confirmed(self) -> None:
+        """Release what the builder shows, confirming the spend when asked."""
+        before = self.js("return S.history.length")
+        self.until(lambda: self.el("#release-button").is_enabled())
+        self.el("#release-button").click()
+        if self.shown("#confirm"):
+            self.el("#confirm-yes").click()
+        self.until(lambda: self.js("return S.history.length") > before)
 
     def check_axe(self, view: str) -> None:
         """No critical or serious axe-core violation in the page as it is now."""
@@ -486,6 +503,62 @@ def test_under_zcdp_the_filter_not_epsilon_decides_the_release_button(page: Page
     page.check_axe("zCDP confirmation")
     page.el("#confirm-no").click()
     assert page.js("return S.history.length") == 0
+
+
+def test_under_zcdp_the_slider_ends_at_the_largest_epsilon_the_filter_admits(page: Page) -> None:
+    """People's budget (ε=3) is kept by the zCDP filter, where ε does not add up: the slider ends
+    where the filter stops admitting the builder's spec, not at the remaining ε."""
+    page.sign_in(add_analyst(page.server.config_path, "zcdp-slider"))
+    page.dataset("people")
+    page.until(lambda: page.js("return S.cost.builder.dataset") == "people")  # its own preview
+    top = float(page.el("#epsilon-range").get_attribute("max"))
+    assert top == pytest.approx(PEOPLE_LARGEST, rel=1e-9)
+    page.set("#epsilon", str(top))
+    page.until(lambda: page.ready("builder") and page.el("#release-button").is_enabled())
+    page.set("#epsilon", str(top * 1.01))
+    page.until(lambda: "would refuse it" in page.text("#builder-cost"))
+    assert not page.el("#release-button").is_enabled()
+
+
+def test_under_zcdp_the_filter_decides_the_synthetic_spend(page: Page) -> None:
+    """The synthetic data's button and confirmation follow what the zCDP filter makes of their
+    spend, not their ε against the remaining ε (which is not additive under it)."""
+    page.sign_in(add_analyst(page.server.config_path, "zcdp-synthetic"))
+    page.dataset("people")
+    # 0.92 of the largest ε uses 85% of the budget (ρ = ε²/2), and the synthetic data's spend
+    # (about 10% of it) more than half of what then remains.
+    page.set("#epsilon", str(PEOPLE_LARGEST * 0.92))
+    page.until(lambda: page.ready("builder") and "would refuse" not in page.text("#builder-cost"))
+    page.release_confirmed()
+    used = page.js("return S.budget.people.used")
+    assert 0.8 < used < 0.9
+    assert page.el("#synthetic-button").is_enabled()
+    page.el("#synthetic-button").click()
+    page.until(lambda: page.shown("#confirm"))
+    shown = page.text("#confirm-text")
+    page.el("#confirm-yes").click()
+    page.until(lambda: page.shown("#synthetic-download"))
+    page.until(lambda: page.js("return S.budget.people.used") > used)
+    share = (page.js("return S.budget.people.used") - used) / (1 - used)  # what the spend took
+    assert share >= 0.5 and f"{round(100 * share)}% of what remains" in shown
+    # Asked again, the synthetic data are the ones released: nothing to spend, nothing to confirm.
+    page.el("#synthetic-button").click()
+    assert not page.shown("#confirm")
+
+    # Nearly all of a budget spent: the filter refuses the synthetic data's spend, so the button
+    # is disabled, though the remaining ε is far from 0.
+    page.sign_in(add_analyst(page.server.config_path, "zcdp-spent"))
+    page.dataset("people")
+    page.set("#epsilon", str(PEOPLE_LARGEST * 0.999))
+    page.until(lambda: page.ready("builder") and "would refuse" not in page.text("#builder-cost"))
+    page.release_confirmed()
+    assert page.js("return S.budget.people.remaining.epsilon") > 0.1
+    page.until(lambda: not page.el("#synthetic-button").is_enabled())
+    refused = page.d.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "api('POST', '/v1/synthetic/people', {}, 'people').then(() => done('released'), (e) => done(e.code))")
+    assert refused == "budget_exceeded"
+    page.check_axe("synthetic data refused under zCDP")
 
 
 def test_holdout_and_synthetic_data(page: Page) -> None:

@@ -77,9 +77,10 @@ def _probabilities(cells: np.ndarray, aim: float, mech, spacing=(0, 0)) -> np.nd
 
 def _weights(spacing) -> np.ndarray:
     """The base measure of each grid value 0..CELLS, from its definition (`levels`)."""
-    bits, origin, top = levels(spacing)
+    bits, origin, top, floor = levels(spacing)
     j = np.arange(CELLS + 1) + origin
-    return sum(((j % (1 << level)) == 0) * (1 << (level - bits)) for level in range(bits, top + 1))
+    return sum(((j % (1 << level)) == 0) * (1 << (level - bits))
+               for level in (bits, *range(max(floor, bits + 1), top + 1)))
 
 
 def _plan(q: float, max_rows: int, epsilon: float = 1.0):
@@ -105,7 +106,8 @@ def _unused():
 def _worst_log_ratio(q: float, max_rows: int, scale_factor: float = 1.0) -> tuple[float, float]:
     step, worst, eps = _plan(q, max_rows), 0.0, 0.0
     rng = rng_for_tests(7)  # data only; the probabilities are computed exactly
-    for part, spacing in (("value", (0, 0, 7)), ("value", (0, 3, 4)), ("low", (2, 1)), ("high", (3, 0))):
+    for part, spacing in (("value", (0, 0, 7)), ("value", (0, 3, 4)), ("low", (2, 1)), ("high", (3, 0)),
+                          ("high", (1, 1, 4, 4))):
         mech = step.parts[part].mechanism
         eps = max(eps, mech.guarantee.epsilon)
         if scale_factor != 1.0:
@@ -280,6 +282,20 @@ def test_a_tied_median_is_released_exactly_at_user_level(max_rows):
     assert np.sum(est.value != 4.0) <= stats.binom.isf(1e-6, 200, 0.01)
 
 
+def _tied_runs(x: np.ndarray, lo: float, hi: float, epsilon: float):
+    """One group's runs of `x` on the whole grid over [lo, hi], and the step of its median alone at
+    `epsilon`, rows as units."""
+    cells = grid_cells(lo, hi)
+    cell, cnt = np.unique(np.round((x - lo) / ((hi - lo) / cells)).astype(np.int64), return_counts=True)
+    one = lambda v: np.array([v], dtype=np.int64)  # noqa: E731
+    win = CellWindow(one(x.size), one(0), one(cells + 1), one(0), np.zeros(cell.size, np.int64),
+                     cell, cnt)
+    step = make_plan({"p": bdp.quantile("x", 0.5, bounds=(lo, hi))}, epsilon=epsilon, delta=0.0,
+                     noise="laplace", unit="row", max_groups=1, max_rows=1,
+                     private_keys=False).steps["p"]
+    return group_runs(cells, win, 0), step
+
+
 def test_interval_candidates_land_on_a_tie_not_past_it():
     # Deterministic (exact probabilities). Ages with 10% at 31, n = 10,000, a quantile at ε = 1/4:
     # the low candidate aims inside 31's block of ranks. A candidate past the block fails its check
@@ -288,15 +304,7 @@ def test_interval_candidates_land_on_a_tie_not_past_it():
     x = _ages(10_000, rng_for_tests(60))["x"].to_numpy()
     lo, hi = 15.0, 49.0
     cells = grid_cells(lo, hi)
-    grid = np.round((x - lo) / ((hi - lo) / cells)).astype(np.int64)
-    cell, cnt = np.unique(grid, return_counts=True)
-    one = lambda v: np.array([v], dtype=np.int64)  # noqa: E731
-    win = CellWindow(one(x.size), one(0), one(cells + 1), one(0), np.zeros(cell.size, np.int64),
-                     cell, cnt)
-    runs = group_runs(cells, win, 0)
-    step = make_plan({"p": bdp.quantile("x", 0.5, bounds=(lo, hi))}, epsilon=0.25, delta=0.0,
-                     noise="laplace", unit="row", max_groups=1, max_rows=1,
-                     private_keys=False).steps["p"]
+    runs, step = _tied_runs(x, lo, hi, 0.25)
     mech = step.parts["low"].mechanism
     aim = 0.5 * x.size - rank_margin(step, 0.05)
     tie = int(np.round((31 - lo) / ((hi - lo) / cells)))
@@ -305,6 +313,41 @@ def test_interval_candidates_land_on_a_tie_not_past_it():
     spaced = _run_probabilities(mech, run_scores(runs, aim, mech.scale, candidate_spacing(lo, hi, cells)))
     every = _run_probabilities(mech, run_scores(runs, aim, mech.scale))
     assert spaced[past].sum() < 0.01 and every[past].sum() > 0.05
+
+
+# Vocabulary scores 0-10 of the 5,285 respondents with under 12 years of schooling in carData
+# GSSvocab (their counts per score): the median 5 holds ranks 2576-3630, q·n = 2642.5.
+VOCAB = np.repeat(np.arange(11.0), [108, 294, 490, 733, 951, 1054, 916, 444, 175, 90, 30])
+
+
+def test_the_high_candidate_lands_on_a_tied_integer_not_below_it():
+    # Deterministic (exact probabilities). At ε = 0.5 the high candidate aims rank_margin (about
+    # 113 ranks, 5 of its noise scales) above q·n, 7.8 scales inside 5's block. The 8,191 empty
+    # candidates between 4 and 5 (ln 8191 = 9 scales of weight) took the draw there, below q·n,
+    # with probability above 1/2: its check failed and the end fell back to the far candidate.
+    # With integers weighing as much as the candidates between two of them, below 1%.
+    lo, hi = 0.0, 10.0
+    runs, step = _tied_runs(VOCAB, lo, hi, 0.5)
+    mech = step.parts["high"].mechanism
+    aim = 0.5 * VOCAB.size + rank_margin(step, 0.05)
+    assert np.sum(VOCAB < 5) < 0.5 * VOCAB.size < aim < np.sum(VOCAB <= 5)
+    spacing = candidate_spacing(lo, hi, grid_cells(lo, hi))
+    p = _run_probabilities(mech, run_scores(runs, aim, mech.scale, spacing))
+    below = runs.rank_hi < 0.5 * VOCAB.size  # candidates whose check cannot hold: A(j) < q·n
+    assert p[below].sum() < 0.01
+
+
+def test_a_large_tied_group_gets_a_tight_interval():
+    # Statistical, seeded; the reported case (VOCAB above, the median alone at ε = 0.5, bounds
+    # 0..10). The interval is [4, 5] up to half a grid cell unless an end falls back to its far
+    # candidate (0.5% of 4,000 releases); before integers weighed more among the candidates, 37%
+    # were wider than 2. At a true rate of 2%, P(Binomial(400, 0.02) > k) <= 1e-6 for the k
+    # below; coverage misses likewise at α = 0.05. False-failure probability <= 2e-6 in all.
+    est, truth, _ = _releases(pd.DataFrame({"x": VOCAB}), 0.5, 0.5, 400, seed=90, bounds=(0.0, 10.0))
+    assert truth == 5.0
+    assert np.sum(est.high - est.low > 2.0) <= stats.binom.isf(1e-6, 400, 0.02)
+    assert np.sum((est.low > truth) | (est.high < truth)) <= stats.binom.isf(1e-6, 400, 0.05)
+    assert np.all((est.low <= est.value) & (est.value <= est.high))
 
 
 def test_intervals_are_narrower_than_the_bounds_for_a_few_hundred_rows():
@@ -393,7 +436,8 @@ def test_a_draw_outside_the_window_reads_the_whole_grid_again(monkeypatch):
     assert 0 <= out["p_low"] <= out["p"] <= out["p_high"] <= 100
 
 
-@pytest.mark.parametrize(("part", "spacing"), [("value", (0, 0)), ("value", (0, 5, 7)), ("low", (1, 1))])
+@pytest.mark.parametrize(("part", "spacing"), [("value", (0, 0)), ("value", (0, 5, 7)), ("low", (1, 1)),
+                                               ("high", (1, 1, 4, 4))])
 def test_draws_for_many_groups_follow_the_mechanism(part, spacing):
     # Statistical, seeded; false-failure probability 1e-7 per case. 20,000 groups holding the same
     # tied values draw at once; their draws must follow the exact probabilities (chi-square over

@@ -42,7 +42,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import KW_ONLY, asdict, dataclass, replace
 from fractions import Fraction
@@ -515,9 +515,15 @@ class Ledger:
 
     def propose(self, spends: Sequence[Guarantee]) -> Proposal:
         """What the filter would make of `spends` now; records nothing."""
+        return self.proposer()(spends)
+
+    def proposer(self) -> Callable[[Sequence[Guarantee]], Proposal]:
+        """`propose` against the sums as they are now, read once (for many proposals, such as a
+        search for the largest admitted ε); records nothing."""
         rule = self.filter
         with self._connect() as conn:
-            return Proposal.of(rule, spends, self._totals(conn, rule))
+            kept = self._totals(conn, rule)
+        return lambda spends: Proposal.of(rule, spends, kept)
 
     def count(self) -> int:
         """How many spends are recorded, without reading them."""

@@ -50,12 +50,15 @@ _ENDPOINTS: list[tuple[str, str, str, dict[str, Any] | None, list[dict[str, Any]
      "budgets)", None, []),
     ("get", "/v1/budget", "your budget per dataset: total, spent (the total under the privacy filter "
      "named in `filter`), remaining (the largest next spend), `used` (the share spent, in the "
-     "filter's own sums), and the synthetic data released from it", None, []),
+     "filter's own sums), the synthetic data released from it, and where the dataset offers "
+     "synthetic data, `synthetic_spend`: what the filter would make of asking for them now (as a "
+     "preview's `admitted`, `refused`, `used` and `uses`; nothing to spend once released)", None, []),
     ("post", "/v1/preview", "expected error of a spec or SQL from public parameters (free), the "
      "guarantee its release would spend, and, from those parameters and your ledger only: `admitted` "
      "(whether the budget's privacy filter lets its spends through now; `refused` says why not), "
      "`used` (the share of the budget spent so far) and `uses` (the share they would add), in the "
-     "filter's own sums as in /v1/budget", _BODY, []),
+     "filter's own sums as in /v1/budget; for a spec, `largest_epsilon`: the largest ε the filter "
+     "would admit for it now", _BODY, []),
     ("post", "/v1/releases", "run a private release of a spec or SQL: values, intervals, guarantee, "
      "explanation and the remaining budget (spends before any noise is drawn)", _BODY, [_IDEMPOTENCY]),
     ("get", "/v1/releases", "your releases", None, []),

@@ -34,7 +34,7 @@ from bayesdp.errors import (
 from bayesdp.expressions import RowExpression, fold, resolve_column, row_expression
 from bayesdp.holdout import ReusableHoldout, table_means
 from bayesdp.jsonable import frame_json, guarantee_json
-from bayesdp.privacy import Ledger, Spend
+from bayesdp.privacy import Guarantee, Ledger, Spend
 from bayesdp.privacy.filters import Filter, filter_for
 from bayesdp.privacy.ledger import Proposal
 from bayesdp.serve import limits, timing
@@ -78,6 +78,30 @@ def budget_json(ledger: Ledger | Filter) -> dict[str, Any]:
     return {"budget": guarantee_json(ledger.budget), "spent": guarantee_json(ledger.spent()),
             "remaining": guarantee_json(ledger.remaining()), "accounting": ledger.accounting,
             "filter": ledger.filter.title, "used": ledger.used(), "releases": ledger.count()}
+
+
+def proposer(budget: Ledger | Filter) -> Callable[[list[Guarantee]], Proposal]:
+    """What the analyst's privacy filter would make of spends now (`Proposal`), the ledger's sums
+    read once; a Filter stands for a ledger not created yet (nothing spent)."""
+    return budget.proposer() if isinstance(budget, Ledger) else lambda spends: Proposal.of(budget, spends)
+
+
+def largest_epsilon(admits: Callable[[float], bool], start: float, steps: int = 52) -> float:
+    """The largest ε that `admits`, to 2^-steps of it below (0 if none; at most 2^64·start): every
+    filter's charge grows with a spend's ε, so what it admits is an interval (0, top]; doubling
+    from `start` brackets top (a spend at a small δ may pass the budget's ε under zCDP), then
+    bisection."""
+    lo, hi = 0.0, start
+    for _ in range(64):
+        if not admits(hi):
+            break
+        lo, hi = hi, 2 * hi
+    else:
+        return lo
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if admits(mid) else (lo, mid)
+    return lo
 
 
 def check_request(request: dict[str, Any]) -> None:
@@ -126,6 +150,7 @@ class Service:
         self.db = duckdb.connect()
         limits.configure(self.db, config.limits)
         self._columns: dict[str, list[str]] = {}
+        self._synthetic: dict[str, Guarantee] = {}  # what each dataset's synthetic data spend
         for ds in config.datasets.values():
             keep = [*([ds.privacy_unit] if ds.privacy_unit else []), *ds.columns]
             self._load("ds", ds.name, ds.source, keep, f"datasets.{ds.name}", unit=ds.privacy_unit)
@@ -135,6 +160,7 @@ class Service:
                            f"datasets.{ds.name}.public_tables.{table}")
             if ds.synthetic is not None:  # a fit failing on the data fails here, not in a request
                 check_fit(self.relation("ds", ds.name).df(), **_synthetic_args(ds))
+                self._synthetic[ds.name] = self.synthetic_guarantee(ds)
         self._metadata = {ds.name: ds.sql_metadata() for ds in config.datasets.values()}
         # Deadlines: measured on synthetic data of each table's public schema and size (public),
         # alone and with all lanes busy, scaled by a load probe; padded requests run in these lanes.
@@ -229,13 +255,19 @@ class Service:
 
     def budget_json(self, analyst_id: str) -> dict[str, Any]:
         """Read without creating a ledger: a budget nothing was spent from stays the curator's to
-        change. Each dataset's says when its synthetic data was released and at what cost."""
+        change. Each dataset's says when its synthetic data was released and at what cost, and,
+        where it offers some, what the filter would make of asking for them now
+        (`synthetic_spend`, a `Proposal`: nothing to spend once released)."""
         synthetic = {r["dataset"]: {"created": r["created"], "guarantee": r["guarantee"]}
                      for r in self.state.results(analyst_id, "synthetic")}
         out = {}
         for name in self.state.datasets_for(analyst_id):
-            out[name] = budget_json(self.budget(analyst_id, name))
+            budget = self.budget(analyst_id, name)
+            out[name] = budget_json(budget)
             out[name]["synthetic"] = synthetic.get(name)
+            if name in self._synthetic:
+                asked = [] if name in synthetic else [self._synthetic[name]]
+                out[name]["synthetic_spend"] = asdict(proposer(budget)(asked))
         return out
 
     def budget(self, analyst_id: str, name: str) -> Ledger | Filter:
@@ -337,11 +369,20 @@ class Service:
         with caught() as said:  # this request's (previews read no data: their warnings are public)
             # Bounds the BigQuery clause learns are unknown until its release: its preview says so.
             df, guarantee = preview(query, learn, options, group_size=request.get("group_size"), shown=shown)
-        budget, declared = self.budget(analyst_id, ds.name), spends(query, learn, options)
-        proposal = budget.propose(declared) if isinstance(budget, Ledger) else Proposal.of(budget, declared)
-        return {"dataset": ds.name, **frame_json(df),
-                "guarantee": guarantee_json(guarantee), **asdict(proposal),
-                "warnings": [str(w.message) for w in said]}
+        budget = self.budget(analyst_id, ds.name)
+        propose = proposer(budget)
+        doc = {"dataset": ds.name, **frame_json(df), "guarantee": guarantee_json(guarantee),
+               **asdict(propose(spends(query, learn, options))), "warnings": [str(w.message) for w in said]}
+        if "sql" not in request:  # a spec's ε is free (the console's slider): how far it may go now
+
+            def admits(epsilon: float) -> bool:
+                try:
+                    return propose(spends(query, None, {**options, "epsilon": epsilon})).admitted
+                except InvalidParameter:  # an ε the spec's own per-aggregate ε do not fit in
+                    return False
+
+            doc["largest_epsilon"] = largest_epsilon(admits, budget.budget.epsilon)  # may exceed it
+        return doc
 
     def release(self, ds: Dataset, request: dict[str, Any],
                 ledger: AuditedLedger) -> tuple[dict[str, Any], str]:
@@ -396,6 +437,15 @@ class Service:
 
     # -- synthetic data ------------------------------------------------------------------
 
+    def synthetic_guarantee(self, ds: Dataset) -> Guarantee:
+        """The guarantee the synthesizer states for `ds`, from its config and schema alone (no row
+        is read)."""
+        assert ds.synthetic is not None
+        args = _synthetic_args(ds)
+        schema = self.relation("ds", ds.name).limit(0).df()
+        return replace(fit_guarantee(schema, ds.synthetic.epsilon, ds.synthetic.delta, args["columns"],
+                                     args["bounds"], args["domain"]), unit=ds.unit)
+
     def synthesize(self, ds: Dataset, ledger: AuditedLedger, out: Path) -> dict[str, Any]:
         """Spend the synthesizer's guarantee (known from the config), then fit it and sample
         `rows` rows to `out`. The data were checked at start-up (`check_fit`), so the fit
@@ -406,8 +456,7 @@ class Service:
         if cfg is None:
             raise InvalidParameter(f"the dataset {ds.name!r} offers no synthetic data")
         frame, args = self.relation("ds", ds.name).df(), _synthetic_args(ds)
-        guarantee = replace(fit_guarantee(frame, cfg.epsilon, cfg.delta, args["columns"], args["bounds"],
-                                          args["domain"]), unit=ds.unit)
+        guarantee = self._synthetic[ds.name]
         ledger.spend(guarantee, f"synthetic data of {ds.name} ({cfg.rows} rows)")
         with caught():  # not passed on
             syn = synthesize(frame, cfg.epsilon, cfg.delta, method=cfg.method, **args)
