@@ -309,17 +309,44 @@ class Flat:
         kernels.spread(grad, self.offsets, self.index, self.maps, self.homes, out)
 
 
-def _union(sep: Clique, keep: Clique) -> Clique:
-    return tuple(sorted({*sep, *keep}))
+@dataclass(frozen=True)
+class _Contraction:
+    """How `_through` lays out its tables for one (S, keep): U = S ∪ keep; I = S ∩ keep (batch
+    axes), A = S minus keep (summed), B = keep minus S; the axes of P(x_a, x_S) taken as
+    (I, a, A), of P(x_keep | x_S) as (I, A, B), and of their product (I, a, B) as (a, keep)."""
+
+    u: Clique
+    n_i: int
+    joint_axes: tuple[int, ...]
+    table_axes: tuple[int, ...]
+    out_axes: tuple[int, ...]
 
 
-def _through(ratio: np.ndarray, sep: Clique, on_u: np.ndarray, keep: Clique,
-             sizes: tuple[int, ...]) -> np.ndarray:
-    """P(x_a, x_keep) = Σ P(x_a, x_S)/P(x_S) · P(x_U) over U = S ∪ keep minus keep, from `ratio`
-    = P(x_a, x_S)/P(x_S) (x_a leading) and `on_u` = P(x_U) (`Estimate.pairs_of`)."""
-    u = _union(sep, keep)
-    spread = ratio.reshape((ratio.shape[0], *_shape(sep, u, sizes))) * on_u[None]
-    out: np.ndarray = _add(spread, axis=tuple(1 + k for k in _axes(u, keep)))
+@lru_cache(maxsize=4096)
+def _contraction(sep: Clique, keep: Clique) -> _Contraction:
+    u = tuple(sorted({*sep, *keep}))
+    both = [c for c in sep if c in keep]
+    gone = [c for c in sep if c not in keep]
+    new = [c for c in keep if c not in sep]
+    joint_axes = (*(1 + sep.index(c) for c in both), 0, *(1 + sep.index(c) for c in gone))
+    table_axes = tuple(u.index(c) for c in (*both, *gone, *new))
+    out_axes = (len(both), *(both.index(c) if c in both else len(both) + 1 + new.index(c)
+                             for c in keep))
+    return _Contraction(u, len(both), joint_axes, table_axes, out_axes)
+
+
+Conditional = tuple[_Contraction, np.ndarray, tuple[int, ...]]  # `_through`'s last three arguments
+
+
+def _through(joint: np.ndarray, plan: _Contraction, given: np.ndarray,
+             new: tuple[int, ...]) -> np.ndarray:
+    """P(x_a, x_keep) = Σ P(x_a, x_S) · P(x_keep | x_S) over S minus keep, from `joint` =
+    P(x_a, x_S) (x_a leading) and `given` = P(x_keep | x_S) laid out by `plan` (I, A, B)
+    (`Estimate._conditional`), `new` the shape of B: one matrix product per value of I."""
+    r = joint.transpose(plan.joint_axes)
+    batch = r.shape[:plan.n_i]
+    prod = np.matmul(r.reshape(*batch, r.shape[plan.n_i], given.shape[-2]), given)
+    out: np.ndarray = prod.reshape(*batch, r.shape[plan.n_i], *new).transpose(plan.out_axes)
     return out
 
 
@@ -350,6 +377,7 @@ class Estimate:
     step: float = 0.0  # the last accepted mirror-descent step, to warm-start the next fit
     _pairs: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
     _sums: dict[tuple[int, Clique], np.ndarray] = field(default_factory=dict)
+    _given: dict[tuple[int, Clique, Clique], Conditional] = field(default_factory=dict)
 
     def inside(self, k: int, r: Clique) -> np.ndarray:
         """Probability table of r ⊆ maximal clique k, summed from k's belief (memoised: the
@@ -370,30 +398,42 @@ class Estimate:
         out = self._pairs[(lo, hi)]
         return out if a < b else out.T
 
+    def _conditional(self, k: int, sep: Clique, keep: Clique) -> Conditional:
+        """P(x_keep | x_S) for S, keep ⊆ maximal clique k (0 where P(x_S) = 0), laid out for
+        `_through`, with its plan and the shape of keep minus S (memoised: it does not depend
+        on the column a walk of `pairs_of` starts from)."""
+        if (k, sep, keep) not in self._given:
+            sz, plan = self.jt.sizes, _contraction(sep, keep)
+            p_u, p_sep = self.inside(k, plan.u), self.inside(k, sep).reshape(_shape(sep, plan.u, sz))
+            cond = np.divide(p_u, p_sep, out=np.zeros_like(p_u), where=p_sep > 0).transpose(plan.table_axes)
+            new = cond.shape[len(sep):]
+            batch = cond.shape[:plan.n_i]
+            flat = cond.reshape(*batch, math.prod(cond.shape[plan.n_i:len(sep)]), math.prod(new))
+            self._given[(k, sep, keep)] = (plan, flat, new)
+        return self._given[(k, sep, keep)]
+
     def pairs_of(self, a: int) -> dict[tuple[int, int], np.ndarray]:
         """P(x_a, x_b) for every b > a in one walk over the tree from a clique holding a, carrying
         only P(x_a, S) on each separator S: a is independent of clique C given the separator S
         it is entered by (Koller & Friedman 2009, Sec. 10.2), so for U ⊆ C holding S,
-        P(x_a, x_U) = P(x_a, x_S) P(x_U) / P(x_S); U = S ∪ {b} gives the pair, U = S ∪ S' the
-        separator S' onwards."""
-        jt, sz = self.jt, self.jt.sizes
+        P(x_a, x_U) = Σ P(x_a, x_S) P(x_U | x_S) over S minus U; U = {b} gives the pair, U = S'
+        the separator S' onwards."""
+        jt = self.jt
         start = jt.home((a,))
         # Entering the start clique by S = (a,): P(x_a, x_a') is diagonal.
         stack: list[tuple[int, int, Clique, np.ndarray]] = [
             (start, -1, (a,), np.diag(self.inside(start, (a,))))]
         out: dict[tuple[int, int], np.ndarray] = {}
-        while stack and len(out) < len(sz) - 1 - a:
+        while stack and len(out) < len(jt.sizes) - 1 - a:
             i, came, sep, joint = stack.pop()
             ci = jt.cliques[i]
-            p_sep = self.inside(i, sep)
-            ratio = np.divide(joint, p_sep[None], out=np.zeros_like(joint), where=p_sep[None] > 0)
             for b in ci:
                 if b > a and (a, b) not in out:
-                    out[(a, b)] = _through(ratio, sep, self.inside(i, _union(sep, (b,))), (b,), sz)
+                    out[(a, b)] = _through(joint, *self._conditional(i, sep, (b,)))
             for j in jt.neighbours[i]:
                 if j != came:
                     nxt = tuple(x for x in ci if x in jt.cliques[j])
-                    stack.append((j, i, nxt, _through(ratio, sep, self.inside(i, _union(sep, nxt)), nxt, sz)))
+                    stack.append((j, i, nxt, _through(joint, *self._conditional(i, sep, nxt))))
         return out
 
     def sample(self, k: int, *, rng: Rng, iid: bool = False) -> np.ndarray:
