@@ -13,11 +13,20 @@ from synth_stats import within_binomial
 from bayesdp import rng_for_tests
 from bayesdp.privacy import Guarantee, Ledger
 from bayesdp.synth import synthesize
-from bayesdp.synth.aim import Spend, aim
+from bayesdp.synth.aim import Spend, _Triangulated, aim
 from bayesdp.synth.budget import rho_for
 from bayesdp.synth.measure import Data
 from bayesdp.synth.metrics import marginal_tvd
-from bayesdp.synth.pgm import Estimate, Measurement, calibrate, fit, junction_tree
+from bayesdp.synth.pgm import (
+    Estimate,
+    MaskCells,
+    Measurement,
+    adjacency,
+    calibrate,
+    eliminate,
+    fit,
+    junction_tree,
+)
 
 SIZES = (3, 2, 4, 3, 2)
 # A cycle 0-1-2-3-0 and a chord-free tail: the graph needs triangulation.
@@ -203,3 +212,41 @@ def test_aim_rounds_get_an_eighth_of_the_budget_per_column():
     (first, r1), (select, r2) = spend.steps[:2]
     assert first == "1-way marginals" and r1 == pytest.approx(0.9 * rho / 8)
     assert select.startswith("select") and r2 == pytest.approx(0.1 * rho / 40)
+
+
+def test_model_size_filter_matches_a_fresh_triangulation():
+    # _Triangulated resumes G + ab's elimination from G's; it must give the size a full
+    # triangulation of G + ab gives, for every pair, on graphs with fill-in and size-1 columns.
+    rng = rng_for_tests(91)
+    checked = 0
+    for _ in range(300):
+        d = int(rng.integers(2, 13))
+        sizes = tuple(int(k) for k in rng.choice([1, 2, 3, 5, 8, 17], d))
+        pairs = list(itertools.combinations(range(d), 2))
+        measured = [pairs[k] for k in rng.permutation(len(pairs))[: int(rng.integers(0, 2 * d))]]
+        mask_cells = MaskCells(sizes)
+        tri = _Triangulated(mask_cells, measured, d)
+        for a, b in pairs:
+            size = sum(mask_cells[c] for c in eliminate(mask_cells, adjacency(d, [*measured, (a, b)])))
+            for limit in (size - 1, size, float(rng.choice([20, 200, 2000]))):
+                assert tri.fits(a, b, limit) == (size <= limit)
+                checked += 1
+    assert checked > 10_000
+
+
+def test_pair_marginals_are_exact_on_a_wider_model():
+    # Eight columns, pairs and triples in a loop: separators that share columns with the pair
+    # or the next separator, so the walk's batched products are exercised.
+    sizes = (2, 3, 2, 3, 2, 3, 2, 2)
+    cliques = [(0, 1, 2), (2, 3), (3, 4, 5), (5, 6), (6, 7), (0, 7), (1, 4), (2, 5, 6),
+               *[(a,) for a in range(8)]]
+    rng = rng_for_tests(92)
+    theta = {r: rng.normal(0, 1.5, [sizes[a] for a in r]) for r in cliques}
+    jt = junction_tree(sizes, cliques)
+    est = Estimate(jt, theta, calibrate(jt, theta), 1.0)
+    log = sum(t.reshape([sizes[a] if a in r else 1 for a in range(8)]) for r, t in theta.items())
+    joint = np.exp(log - log.max())
+    joint /= joint.sum()
+    for a, b in itertools.combinations(range(8), 2):
+        exact = joint.sum(axis=tuple(k for k in range(8) if k not in (a, b)))
+        np.testing.assert_allclose(est.pair(a, b), exact, atol=1e-12)

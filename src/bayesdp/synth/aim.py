@@ -19,10 +19,13 @@ from bayesdp.synth.pgm import (
     GraphModel,
     MaskCells,
     Measurement,
+    Trail,
     adjacency,
     cells,
-    eliminate,
+    clique_of,
+    elimination,
     fit,
+    weights,
 )
 from bayesdp.synth.simplex import project_simplex
 
@@ -110,29 +113,59 @@ def full_table(first: Start, rho: float, s2: float, rng: Rng, spend: Spend) -> F
     return first.model(est), est.n_hat, list(itertools.combinations(range(d), 2))
 
 
-def _within(est: Estimate, measured: list[Clique], pairs: list[Pair], limit: float,
-            mask_cells: MaskCells) -> list[Pair]:
+class _Triangulated:
+    """The greedy triangulation of the measured graph G (`pgm.elimination`) with the state before
+    each step, to size G plus one edge ab without starting over: until a or b is eliminated, G
+    and G + ab eliminate the same columns with the same cliques (only a's and b's weights differ,
+    and they can only grow), so G + ab's elimination resumes from G's state at that step with the
+    edge added. Pairs already joined in G's triangulation leave it as it is."""
+
+    def __init__(self, mask_cells: MaskCells, measured: list[Clique], d: int) -> None:
+        self.mask_cells = mask_cells
+        adj = adjacency(d, measured)
+        self.trail: Trail = []
+        steps = list(elimination(mask_cells, adj, weights(mask_cells, adj), (1 << d) - 1, self.trail))
+        self.step_of = {v: k for k, (v, _) in enumerate(steps)}
+        self.found = [c for _, c in steps]
+        # kept[k]: the cells of the cliques among found[:k] that no earlier one holds (`eliminate`)
+        self.kept = [0]
+        for k, c in enumerate(self.found):
+            self.kept.append(self.kept[-1] + self._new_cells(c, self.found[:k]))
+        self.joined = {1 << a | 1 << b for c in self.found
+                       for a, b in itertools.combinations(clique_of(c), 2)}
+
+    def _new_cells(self, c: int, earlier: list[int]) -> int:
+        return 0 if any(c & o == c for o in earlier) else self.mask_cells[c]
+
+    def fits(self, a: int, b: int, limit: float) -> bool:
+        """Whether the triangulation of G + ab has at most `limit` cells (stopping once it has more)."""
+        if 1 << a | 1 << b in self.joined:
+            return self.kept[-1] <= limit
+        t = min(self.step_of[a], self.step_of[b])
+        total = self.kept[t]
+        if total > limit:
+            return False
+        adj, weight, left = self.trail[t]
+        adj, weight = list(adj), list(weight)
+        adj[a] |= 1 << b
+        adj[b] |= 1 << a
+        weight[a], weight[b] = self.mask_cells[adj[a] | 1 << a], self.mask_cells[adj[b] | 1 << b]
+        found = self.found[:t]
+        for _, c in elimination(self.mask_cells, adj, weight, left):
+            total += self._new_cells(c, found)
+            if total > limit:
+                return False
+            found.append(c)
+        return True
+
+
+def _within(measured: list[Clique], pairs: list[Pair], limit: float, mask_cells: MaskCells) -> list[Pair]:
     """The measured pairs, and the others whose model with them added stays within `limit` cells
-    (AIM's JT-SIZE filter): the measured graph is built once, each pair's edge added to a copy."""
-    inside = {1 << a | 1 << b for c in est.jt.cliques for a, b in itertools.combinations(c, 2)}
+    (AIM's JT-SIZE filter, `_Triangulated`)."""
+    tri = _Triangulated(mask_cells, measured, len(mask_cells.sizes))
     seen = set(measured)
-    held = est.jt.size() <= limit  # a pair inside a maximal clique leaves the tree as it is
-    base = adjacency(len(est.jt.sizes), measured)
-    out = []
-    for i, j in pairs:
-        m = 1 << i | 1 << j
-        if (i, j) in seen:
-            out.append((i, j))
-        elif m in inside:
-            if held:
-                out.append((i, j))
-        elif mask_cells[m] <= limit:
-            adj = list(base)
-            adj[i] |= 1 << j
-            adj[j] |= 1 << i
-            if sum(mask_cells[c] for c in eliminate(mask_cells, adj)) <= limit:
-                out.append((i, j))
-    return out
+    return [(i, j) for i, j in pairs
+            if (i, j) in seen or (mask_cells[1 << i | 1 << j] <= limit and tri.fits(i, j, limit))]
 
 
 def aim(data: Data, rho: float, s1: float, s2: float, rng: Rng, spend: Spend | None = None) -> Fitted:
@@ -170,7 +203,7 @@ def aim(data: Data, rho: float, s1: float, s2: float, rng: Rng, spend: Spend | N
             eps = math.sqrt(8.0 * SELECT_SHARE * left)
         measured = [m.clique for m in meas if len(m.clique) > 1]
         limit = MAX_CELLS * spend.rho / rho
-        cand = _within(est, measured, pairs, limit, mask_cells)
+        cand = _within(measured, pairs, limit, mask_cells)
         n_r = np.array([sizes[i] * sizes[j] for i, j in cand])
         score = small.errors(est.pair, est.n_hat, cand) - _EXPECTED_ABS * sigma * n_r
         i, j = cand[Exponential(eps, sensitivity=s1).select_index(score, rng=rng)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
@@ -124,15 +125,18 @@ def adjacency(d: int, measured: list[Clique]) -> list[int]:
     return adj
 
 
-def eliminate(mask_cells: MaskCells, adj: list[int]) -> list[int]:
-    """Greedy elimination (smallest eliminated clique first, ties to the lowest column)
-    triangulates the graph `adj` (bit masks, consumed); its elimination cliques, pruned to the
-    maximal ones, are the cliques of a junction tree (Koller & Friedman 2009, Thm. 9.6)."""
-    d = len(adj)
-    weight = [mask_cells[adj[u] | 1 << u] for u in range(d)]
-    left = (1 << d) - 1
-    found: list[int] = []
+Trail = list[tuple[list[int], list[int], int]]  # per step: the graph, the weights, the columns left
+
+
+def elimination(mask_cells: MaskCells, adj: list[int], weight: list[int], left: int,
+                trail: Trail | None = None) -> Iterator[tuple[int, int]]:
+    """Greedy elimination of the columns in `left` (smallest eliminated clique first, ties to
+    the lowest column) on the graph `adj` (bit masks) with `weight[u]` the cells of u and its
+    neighbours; yields each eliminated column and its clique, updating `adj` and `weight` in
+    place. With `trail`, each step first appends a copy of the state it starts from."""
     while left:
+        if trail is not None:
+            trail.append((list(adj), list(weight), left))
         v, rest = -1, left
         while rest:
             low = rest & -rest
@@ -141,7 +145,6 @@ def eliminate(mask_cells: MaskCells, adj: list[int]) -> list[int]:
                 v = u
             rest ^= low
         nv, bit = adj[v], 1 << v
-        found.append(nv | bit)
         rest = nv
         while rest:  # only v's neighbours change: they become a clique, without v
             low = rest & -rest
@@ -150,6 +153,19 @@ def eliminate(mask_cells: MaskCells, adj: list[int]) -> list[int]:
             weight[u] = mask_cells[adj[u] | low]
             rest ^= low
         left &= ~bit
+        yield v, nv | bit
+
+
+def weights(mask_cells: MaskCells, adj: list[int]) -> list[int]:
+    """Per column, the cells of it and its neighbours in `adj`."""
+    return [mask_cells[m | 1 << u] for u, m in enumerate(adj)]
+
+
+def eliminate(mask_cells: MaskCells, adj: list[int], trail: Trail | None = None) -> list[int]:
+    """Greedy elimination (`elimination`) triangulates the graph `adj` (bit masks, consumed);
+    its elimination cliques, pruned to the maximal ones, are the cliques of a junction tree
+    (Koller & Friedman 2009, Thm. 9.6)."""
+    found = [c for _, c in elimination(mask_cells, adj, weights(mask_cells, adj), (1 << len(adj)) - 1, trail)]
     # found[k] holds the k-th eliminated column, which no later clique holds: it can only lie
     # inside an earlier clique (and no two are equal).
     return [c for k, c in enumerate(found) if not any(c & o == c for o in found[:k])]
