@@ -168,3 +168,29 @@ def test_the_holdout_s_cheapest_calibration_query_is_a_bare_numeric_column(
     monkeypatch.setattr(timing, "table_means", means)
     timing.calibrate_holdout(con, "train", 500, ["shop", "spend"], QUIET)
     assert asked[0] == ['"spend"']
+
+
+def test_a_request_admitted_during_the_probe_s_window_runs_alone_after_it() -> None:
+    """The probe's window holds every lane with public work: the request admitted during it is
+    the only one when the window ends, so it runs alone then, at the alone deadline (it was
+    given the busy one, twice as long here, whenever the probe had just run)."""
+    lanes = timing.Lanes(2, QUIET)
+    start = lanes.reserve_all(0.2)
+    begins, seconds = lanes.admit(timing.Expected(alone=0.1, busy=0.3))
+    assert begins == pytest.approx(start + 0.2) and seconds == pytest.approx(0.1)
+    # It holds every lane: the next one waits for it and runs beside a third, busy.
+    after, longer = lanes.admit(timing.Expected(alone=0.1, busy=0.3))
+    assert after == pytest.approx(start + 0.3) and longer == pytest.approx(0.3)
+
+
+def test_the_slack_is_the_machine_s_measured_jitter_unless_configured() -> None:
+    """With no `slack` configured, the lanes measure the scheduling delay of small works run as
+    requests are, and add it, scaled by the load factor, to every deadline."""
+    con = duckdb.connect()
+    cfg = replace(QUIET, slack=None)
+    lanes = timing.Lanes(2, cfg, con.cursor)
+    assert 0.0 < lanes.jitter < 0.5
+    lanes.load = Load(2.0)  # type: ignore[assignment]
+    _, seconds = lanes.admit(timing.Expected(alone=0.1, busy=0.2))
+    assert seconds == pytest.approx(2.0 * (0.1 + lanes.jitter))
+    assert timing.Lanes(2, replace(cfg, slack=0.01), con.cursor).jitter == 0.0

@@ -62,7 +62,8 @@ class TimingConfig:
     """`pad`: answer at the deadline (off only for tests that do not measure time); `margin`:
     deadline over the calibrated typical time (the work is cut off `RESERVE` seconds before the
     deadline); `slack`: seconds added to every deadline, for the machine's scheduling delays,
-    which do not grow with the work; `least`: the
+    which do not grow with the work (None: measured at start-up, `jitter`, and scaled by the
+    load factor; a number: that many seconds, as it is); `least`: the
     shortest deadline in seconds; `runs`: timed runs per calibration point; `lanes`: padded
     requests that run at once; `probe`: seconds between runs of the load probe (`Load`; 0:
     never, deadlines then as timed); `refresh`: seconds between re-timings of the release shapes
@@ -70,7 +71,7 @@ class TimingConfig:
 
     pad: bool = True
     margin: float = 1.3
-    slack: float = 0.03
+    slack: float | None = None
     least: float = 0.01
     runs: int = 5
     lanes: int = 2
@@ -90,6 +91,8 @@ def parse_timing(doc: Any, key: str = "timing") -> TimingConfig:
         raise InvalidParameter(f"{key}.pad must be true or false, not {cfg.pad!r}")
     for name, lo in (("margin", 1.0), ("slack", 0.0), ("least", 0.0), ("refresh", 0.0), ("probe", 0.0)):
         v = getattr(cfg, name)
+        if name == "slack" and v is None:
+            continue
         if not isinstance(v, int | float) or isinstance(v, bool) or not lo <= v < 1e6:
             raise InvalidParameter(f"{key}.{name} must be a number in [{lo:g}, 1e6), not {v!r}")
     for name, hi in (("runs", 100), ("lanes", 64)):
@@ -130,10 +133,11 @@ class Expected:
     factor: float = 1.0
 
 
-def deadline_of(work: float, factor: float, cfg: TimingConfig) -> float:
+def deadline_of(work: float, factor: float, cfg: TimingConfig, jitter: float = 0.0) -> float:
     """`work` seconds (the margin times the typical time, plus the cost beyond bare columns
-    priced at its worst case) times the load factor, plus `slack`; at least `least`."""
-    return max(cfg.least, factor * work + cfg.slack)
+    priced at its worst case) plus `jitter` (the measured slack), times the load factor, plus a
+    configured `slack`; at least `least`."""
+    return max(cfg.least, factor * (work + jitter) + (cfg.slack or 0.0))
 
 
 @dataclass(frozen=True)
@@ -280,7 +284,7 @@ class Releases:
             asked, self._asked = self._asked, set()
         for key in asked:
             factor = self.lanes.factor()
-            window = 2 * self._typical[key].busy * factor + self.cfg.slack
+            window = deadline_of(2 * self._typical[key].busy, factor, self.cfg, self.lanes.jitter)
             start = self.lanes.reserve_all(window)
             time.sleep(max(start - time.monotonic(), 0.0))
             with caught():  # about made-up rows: dropped
@@ -348,6 +352,9 @@ RESERVE = 0.02  # seconds before the deadline at which work still running is cut
                 # default answer (its spend written) is ready by the deadline; at most a quarter
 PROBES = 3  # probe rounds the load factor is taken over (`Load`)
 PROBE_ROWS = 5_000_000  # rows of the probe's engine query: about 20 ms, several scheduler slices
+JITTER_RUNS = 100  # small works timed at start-up for the slack (`measure_jitter`) ...
+JITTER_QUANTILE = 0.99  # ... its quantile: the share of requests whose delay it covers
+JITTER_ROWS = 10_000  # rows of that small work's engine query (well under a millisecond)
 
 
 class Load:
@@ -418,21 +425,27 @@ def _probing(lanes: weakref.ref[Lanes], every: float) -> None:
 
 class Lanes:
     """`count` lanes for padded requests. A request reserves them at admission (`admit`): every
-    lane when all are idle (it runs alone), else the lane free soonest, from when it is free
-    (its last reservation's end, or now); it runs from the start of its reservation and is
-    answered at its end. Reservations are made from deadlines and the probe's timings only
-    (public), never from when work ended: one request's private running time moves no other
-    request's answer. With `connect` (new engine cursors) and `cfg.probe`, a `Load` probe runs
-    every `cfg.probe` seconds in a window of every lane."""
+    lane when all are idle, or will all be idle at the end of a window of public work that
+    holds them all (the probe's: `reserve_all`), so that it runs alone; else the lane free
+    soonest, from when it is free (its last reservation's end, or now); it runs from the start
+    of its reservation and is answered at its end. Reservations are made from deadlines and the
+    probe's timings only (public), never from when work ended: one request's private running
+    time moves no other request's answer. With `connect` (new engine cursors) and `cfg.probe`,
+    a `Load` probe runs every `cfg.probe` seconds in a window of every lane. `jitter` is the
+    measured slack (`measure_jitter`, at load factor 1) when `cfg.slack` is None and there is an
+    engine to measure it on, else 0."""
 
     def __init__(self, count: int, cfg: TimingConfig | None = None,
                  connect: Callable[[], Any] | None = None) -> None:
         self._free = [0.0] * count
+        self._window = 0.0  # the end of the last window of public work that held every lane
         self._lock = threading.Lock()
         self._running: dict[threading.Event, float] = {}  # admitted requests' work: set once
                                                           # stopped; the end of its reservation
         self.cfg = cfg or TimingConfig(lanes=count)
         self.load = None if connect is None or not self.cfg.probe else Load(connect, self.cfg)
+        self.jitter = 0.0 if self.cfg.slack is not None or connect is None else \
+            measure_jitter(connect) / (1.0 if self.load is None else self.load.factor())
         if self.load is not None:
             threading.Thread(target=_probing, args=(weakref.ref(self), self.cfg.probe),
                              name="bayesdp-load-probe", daemon=True).start()
@@ -448,12 +461,14 @@ class Lanes:
         factor = self.factor()
         with self._lock:
             now = time.monotonic()
-            if isinstance(expected, Expected) and max(self._free) <= now:
-                start, seconds = now, deadline_of(expected.alone, max(factor, expected.factor), self.cfg)
-                self._free = [now + seconds] * len(self._free)
+            idle = max(self._free)
+            if isinstance(expected, Expected) and (idle <= now or min(self._free) == idle == self._window):
+                start = max(now, idle)
+                seconds = deadline_of(expected.alone, max(factor, expected.factor), self.cfg, self.jitter)
+                self._free = [start + seconds] * len(self._free)
             else:
                 seconds = expected if not isinstance(expected, Expected) else \
-                    deadline_of(expected.busy, max(factor, expected.factor), self.cfg)
+                    deadline_of(expected.busy, max(factor, expected.factor), self.cfg, self.jitter)
                 lane = min(range(len(self._free)), key=self._free.__getitem__)
                 start = max(now, self._free[lane])
                 self._free[lane] = start + seconds
@@ -472,6 +487,7 @@ class Lanes:
         with self._lock:
             start = max(time.monotonic(), *self._free)
             self._free = [start + seconds] * len(self._free)
+            self._window = start + seconds
             return start
 
     def settle(self, before: float) -> None:
@@ -494,6 +510,28 @@ class Lanes:
                 yield
             finally:
                 self._free = [time.monotonic()] * len(self._free)
+
+
+def measure_jitter(connect: Callable[[], Any]) -> float:
+    """Seconds of the machine's scheduling delays: the `JITTER_QUANTILE` quantile, less the
+    median, of the times of `JITTER_RUNS` fixed small works, each run as a request's is (in a
+    thread of its own, on a new engine cursor from `connect()`, its end signalled to a waiting
+    thread); a delay of the work's start or of its answer that does not grow with the work."""
+    def work(done: threading.Event) -> None:
+        try:
+            connect().execute(f"SELECT sum(range) FROM range({JITTER_ROWS})").fetchall()
+        finally:
+            done.set()
+
+    times = []
+    for _ in range(JITTER_RUNS + 1):
+        done = threading.Event()
+        start = time.perf_counter()
+        threading.Thread(target=work, args=(done,), name="bayesdp-jitter", daemon=True).start()
+        done.wait()
+        times.append(time.perf_counter() - start)
+    times = times[1:]  # the first warms the engine
+    return float(np.quantile(times, JITTER_QUANTILE) - np.median(times))
 
 
 def watch(connection: T) -> T:
@@ -676,7 +714,8 @@ def calibrate_dataset(service: Any, ds: Any, cfg: TimingConfig) -> Releases:
 
     costly = {**count, "where": [costly_expression(*longest_text(ds))]}
     lanes = service.lanes
-    model = calibrate([point(count), point(costly)], cfg, lanes.load)
+    with lanes.exclusive():  # no probe round beside it: each would make the other slower
+        model = calibrate([point(count), point(costly)], cfg, lanes.load)
     bounded = [c.name for c in ds.columns.values() if c.bounds]
     bare = row_expression(ident(bounded[0]), list(ds.columns)) if bounded else None
     return Releases(lambda: service.query(cal, count)[0].table.engine,
