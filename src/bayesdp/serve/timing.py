@@ -6,8 +6,9 @@ with a default fixed in advance (`DeadlinePassed`, after spending what the reque
 slow row cannot make an answer come later (Haeberlen, Pierce and Narayan, "Differential Privacy
 Under Fire", USENIX Security 2011: predictable transactions with a timeout and a default).
 
-A deadline is `load * (margin * typical + per_cost * extra) + slack`, at least `least`
-seconds (`Lanes.admit`). For a release (`Releases`), `typical` is the time of a release of the
+A deadline is `load * (margin * typical + per_cost * extra + jitter)`, at least `least`
+seconds (`Lanes.admit`), where `jitter` is the machine's scheduling delay measured at start-up on
+fixed small works (`measure_jitter`; a configured `slack` replaces it, added unscaled). For a release (`Releases`), `typical` is the time of a release of the
 same shape (aggregate kinds and parameters, grouping, public or private keys, spec or SQL) with
 every expression a bare column and no filter, measured on synthetic rows of the dataset's public
 schema and row count the first time the shape is asked for, in a window no request runs in
@@ -18,7 +19,8 @@ filters and expressions, `release_cost`), priced at that worst case so that a CA
 synthetic rows do not take still fits. A holdout query's `Model` is fitted the same way on the
 public training table, its cheapest point a bare numeric column (`calibrate_holdout`). Each is
 timed twice (`Expected`): alone, and with every lane running it at once; a request admitted when
-every lane is idle reserves them all and gets the first, any other one lane and the second.
+every lane is idle (or will be at the end of the probe's window, with no request before it)
+reserves them all and gets the first, any other one lane and the second.
 `load` comes from a fixed synthetic probe run every `probe` seconds in a window that reserves
 every lane (`Load`): the probe's recent time over its time at start-up, never below the load
 factor the request's shape was timed at. Every timing is divided by the load factor of its
