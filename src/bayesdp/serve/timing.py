@@ -6,9 +6,10 @@ with a default fixed in advance (`DeadlinePassed`, after spending what the reque
 slow row cannot make an answer come later (Haeberlen, Pierce and Narayan, "Differential Privacy
 Under Fire", USENIX Security 2011: predictable transactions with a timeout and a default).
 
-A deadline is `load * (margin * typical + per_cost * extra + jitter)`, at least `least`
+A deadline is `load * (margin * typical + per_cost * extra + jitter) + RESERVE`, at least `least`
 seconds (`Lanes.admit`), where `jitter` is the machine's scheduling delay measured at start-up on
-fixed small works (`measure_jitter`; a configured `slack` replaces it, added unscaled). For a release (`Releases`), `typical` is the time of a release of the
+fixed small works (`measure_jitter`; a configured `slack` replaces `jitter` and `RESERVE`, added
+unscaled). For a release (`Releases`), `typical` is the time of a release of the
 same shape (aggregate kinds and parameters, grouping, public or private keys, spec or SQL) with
 every expression a bare column and no filter, measured on synthetic rows of the dataset's public
 schema and row count the first time the shape is asked for, in a window no request runs in
@@ -137,9 +138,10 @@ class Expected:
 
 def deadline_of(work: float, factor: float, cfg: TimingConfig, jitter: float = 0.0) -> float:
     """`work` seconds (the margin times the typical time, plus the cost beyond bare columns
-    priced at its worst case) plus `jitter` (the measured slack), times the load factor, plus a
-    configured `slack`; at least `least`."""
-    return max(cfg.least, factor * (work + jitter) + (cfg.slack or 0.0))
+    priced at its worst case) plus `jitter` (the measured slack), times the load factor, plus
+    `RESERVE` (the work is cut off that long before the deadline) or, instead, a configured
+    `slack`; at least `least`."""
+    return max(cfg.least, factor * (work + jitter) + (RESERVE if cfg.slack is None else cfg.slack))
 
 
 @dataclass(frozen=True)
