@@ -181,17 +181,22 @@ def test_a_request_admitted_during_the_probe_s_window_runs_alone_after_it() -> N
     # It holds every lane: the next one waits for it and runs beside a third, busy.
     after, longer = lanes.admit(timing.Expected(alone=0.1, busy=0.3))
     assert after == pytest.approx(start + 0.3) and longer == pytest.approx(0.3)
+    # Behind lanes busy at once (a queue), a window is followed by busy requests, as before it.
+    start = lanes.reserve_all(0.2)
+    _, seconds = lanes.admit(timing.Expected(alone=0.1, busy=0.3))
+    assert seconds == pytest.approx(0.3)
 
 
-def test_the_slack_is_the_machine_s_measured_jitter_unless_configured() -> None:
-    """With no `slack` configured, the lanes measure the scheduling delay of small works run as
-    requests are, and add it, scaled by the load factor, to every deadline, with the time the
-    cut-off keeps for the default answer (`RESERVE`)."""
+def test_the_slack_is_the_machine_s_measured_jitter_when_it_is_more_than_configured() -> None:
+    """The lanes measure the scheduling delay of small works run as requests are; a deadline's
+    slack is that delay, scaled by the load factor, plus the time the cut-off keeps for the
+    default answer (`RESERVE`), or the configured `slack` if more."""
     con = duckdb.connect()
-    cfg = replace(QUIET, slack=None)
-    lanes = timing.Lanes(2, cfg, con.cursor)
+    lanes = timing.Lanes(2, QUIET, con.cursor)
     assert 0.0 < lanes.jitter < 0.5
     lanes.load = Load(2.0)  # type: ignore[assignment]
     _, seconds = lanes.admit(timing.Expected(alone=0.1, busy=0.2))
     assert seconds == pytest.approx(2.0 * (0.1 + lanes.jitter) + timing.RESERVE)  # cut off at 2 * (...)
-    assert timing.Lanes(2, replace(cfg, slack=0.01), con.cursor).jitter == 0.0
+    lanes.cfg = replace(QUIET, slack=1.0)
+    _, seconds = lanes.admit(timing.Expected(alone=0.1, busy=0.2))
+    assert seconds == pytest.approx(2.0 * 0.2 + 1.0)

@@ -6,26 +6,25 @@ with a default fixed in advance (`DeadlinePassed`, after spending what the reque
 slow row cannot make an answer come later (Haeberlen, Pierce and Narayan, "Differential Privacy
 Under Fire", USENIX Security 2011: predictable transactions with a timeout and a default).
 
-A deadline is `load * (margin * typical + per_cost * extra + jitter) + RESERVE`, at least `least`
-seconds (`Lanes.admit`), where `jitter` is the machine's scheduling delay measured at start-up on
-fixed small works (`measure_jitter`; a configured `slack` replaces `jitter` and `RESERVE`, added
-unscaled). For a release (`Releases`), `typical` is the time of a release of the
-same shape (aggregate kinds and parameters, grouping, public or private keys, spec or SQL) with
-every expression a bare column and no filter, measured on synthetic rows of the dataset's public
-schema and row count the first time the shape is asked for, in a window no request runs in
-(`Lanes.exclusive`); `per_cost` is the time per unit of cost fitted at start-up on the same rows
-with the costliest string work the checker admits (`calibrate_dataset`); `extra` is the request's
-public cost bound beyond bare columns (`bayesdp.expressions.RowExpression.cost` summed over its
-filters and expressions, `release_cost`), priced at that worst case so that a CASE branch the
-synthetic rows do not take still fits. A holdout query's `Model` is fitted the same way on the
-public training table, its cheapest point a bare numeric column (`calibrate_holdout`). Each is
-timed twice (`Expected`): alone, and with every lane running it at once; a request admitted when
-every lane is idle (or will be at the end of the probe's window, with no request before it)
-reserves them all and gets the first, any other one lane and the second.
-`load` comes from a fixed synthetic probe run every `probe` seconds in a window that reserves
-every lane (`Load`): the probe's recent time over its time at start-up, never below the load
-factor the request's shape was timed at. Every timing is divided by the load factor of its
-moment, so a deadline follows the machine without re-timing the shapes.
+A deadline is `load * (margin * typical + per_cost * extra) + max(slack, load * jitter + RESERVE)`,
+at least `least` seconds (`Lanes.admit`), where `jitter` is the machine's scheduling delay measured
+at start-up on fixed small works (`measure_jitter`). For a release (`Releases`), `typical` is the
+time of a release of the same shape (aggregate kinds and parameters, grouping, public or private
+keys, spec or SQL) with every expression a bare column and no filter, measured on synthetic rows of
+the dataset's public schema and row count the first time the shape is asked for, in a window no
+request runs in (`Lanes.exclusive`); `per_cost` is the time per unit of cost fitted at start-up on
+the same rows with the costliest string work the checker admits (`calibrate_dataset`); `extra` is
+the request's public cost bound beyond bare columns (`bayesdp.expressions.RowExpression.cost` summed
+over its filters and expressions, `release_cost`), priced at that worst case so that a CASE branch
+the synthetic rows do not take still fits. A holdout query's `Model` is fitted the same way on the
+public training table, its cheapest point a bare numeric column (`calibrate_holdout`). Each is timed
+twice (`Expected`): alone, and with every lane running it at once; a request admitted when every
+lane is idle (or will be at the end of the probe's window, with no request before it) reserves them
+all and gets the first, any other one lane and the second. `load` comes from a fixed synthetic probe
+run every `probe` seconds in a window that reserves every lane (`Load`): the probe's recent time
+over its time at start-up, never below the load factor the request's shape was timed at. Every
+timing is divided by the load factor of its moment, so a deadline follows the machine without
+re-timing the shapes.
 
 Hooks for the service: `run_with_deadline(work, expected, on_cut, lanes)` reserves lanes at
 admission (`Lanes.admit`: the reservation, and so the answer's time, is fixed from the deadlines
@@ -64,9 +63,9 @@ T = TypeVar("T")
 class TimingConfig:
     """`pad`: answer at the deadline (off only for tests that do not measure time); `margin`:
     deadline over the calibrated typical time (the work is cut off `RESERVE` seconds before the
-    deadline); `slack`: seconds added to every deadline, for the machine's scheduling delays,
-    which do not grow with the work (None: measured at start-up, `jitter`, and scaled by the
-    load factor; a number: that many seconds, as it is); `least`: the
+    deadline); `slack`: the least seconds added to every deadline, for the machine's scheduling
+    delays, which do not grow with the work (more when the delays measured at start-up, scaled
+    by the load factor, plus `RESERVE`, are more: `deadline_of`); `least`: the
     shortest deadline in seconds; `runs`: timed runs per calibration point; `lanes`: padded
     requests that run at once; `probe`: seconds between runs of the load probe (`Load`; 0:
     never, deadlines then as timed); `refresh`: seconds between re-timings of the release shapes
@@ -74,7 +73,7 @@ class TimingConfig:
 
     pad: bool = True
     margin: float = 1.3
-    slack: float | None = None
+    slack: float = 0.03
     least: float = 0.01
     runs: int = 5
     lanes: int = 2
@@ -94,8 +93,6 @@ def parse_timing(doc: Any, key: str = "timing") -> TimingConfig:
         raise InvalidParameter(f"{key}.pad must be true or false, not {cfg.pad!r}")
     for name, lo in (("margin", 1.0), ("slack", 0.0), ("least", 0.0), ("refresh", 0.0), ("probe", 0.0)):
         v = getattr(cfg, name)
-        if name == "slack" and v is None:
-            continue
         if not isinstance(v, int | float) or isinstance(v, bool) or not lo <= v < 1e6:
             raise InvalidParameter(f"{key}.{name} must be a number in [{lo:g}, 1e6), not {v!r}")
     for name, hi in (("runs", 100), ("lanes", 64)):
@@ -138,10 +135,10 @@ class Expected:
 
 def deadline_of(work: float, factor: float, cfg: TimingConfig, jitter: float = 0.0) -> float:
     """`work` seconds (the margin times the typical time, plus the cost beyond bare columns
-    priced at its worst case) plus `jitter` (the measured slack), times the load factor, plus
-    `RESERVE` (the work is cut off that long before the deadline) or, instead, a configured
-    `slack`; at least `least`."""
-    return max(cfg.least, factor * (work + jitter) + (RESERVE if cfg.slack is None else cfg.slack))
+    priced at its worst case) times the load factor, plus the slack: `jitter` (the measured
+    scheduling delay) times the load factor plus `RESERVE` (the work is cut off that long before
+    the deadline), or `slack` if more; at least `least`."""
+    return max(cfg.least, factor * work + max(cfg.slack, factor * jitter + RESERVE if jitter else 0.0))
 
 
 @dataclass(frozen=True)
@@ -430,14 +427,15 @@ def _probing(lanes: weakref.ref[Lanes], every: float) -> None:
 class Lanes:
     """`count` lanes for padded requests. A request reserves them at admission (`admit`): every
     lane when all are idle, or will all be idle at the end of a window of public work that
-    holds them all (the probe's: `reserve_all`), so that it runs alone; else the lane free
+    holds them all (the probe's: `reserve_all`) reserved behind idle lanes or a request that
+    ran alone, so that it runs alone; else the lane free
     soonest, from when it is free (its last reservation's end, or now); it runs from the start
     of its reservation and is answered at its end. Reservations are made from deadlines and the
     probe's timings only (public), never from when work ended: one request's private running
     time moves no other request's answer. With `connect` (new engine cursors) and `cfg.probe`,
     a `Load` probe runs every `cfg.probe` seconds in a window of every lane. `jitter` is the
-    measured slack (`measure_jitter`, at load factor 1) when `cfg.slack` is None and there is an
-    engine to measure it on, else 0."""
+    measured scheduling delay (`measure_jitter`, at load factor 1) when there is an engine to
+    measure it on, else 0."""
 
     def __init__(self, count: int, cfg: TimingConfig | None = None,
                  connect: Callable[[], Any] | None = None) -> None:
@@ -448,7 +446,7 @@ class Lanes:
                                                           # stopped; the end of its reservation
         self.cfg = cfg or TimingConfig(lanes=count)
         self.load = None if connect is None or not self.cfg.probe else Load(connect, self.cfg)
-        self.jitter = 0.0 if self.cfg.slack is not None or connect is None else \
+        self.jitter = 0.0 if connect is None else \
             measure_jitter(connect) / (1.0 if self.load is None else self.load.factor())
         if self.load is not None:
             threading.Thread(target=_probing, args=(weakref.ref(self), self.cfg.probe),
@@ -490,8 +488,11 @@ class Lanes:
         """The start of a reservation of every lane at once for `seconds`, when all are free."""
         with self._lock:
             start = max(time.monotonic(), *self._free)
+            # Behind idle lanes or a request that ran alone (as one client's requests are), not
+            # behind lanes busy at once: a request after it would then meet a queue's load.
+            self._window = start + seconds if min(self._free) == max(self._free) or \
+                max(self._free) <= time.monotonic() else 0.0
             self._free = [start + seconds] * len(self._free)
-            self._window = start + seconds
             return start
 
     def settle(self, before: float) -> None:
