@@ -168,3 +168,35 @@ def test_the_holdout_s_cheapest_calibration_query_is_a_bare_numeric_column(
     monkeypatch.setattr(timing, "table_means", means)
     timing.calibrate_holdout(con, "train", 500, ["shop", "spend"], QUIET)
     assert asked[0] == ['"spend"']
+
+
+def test_a_request_admitted_during_the_probe_s_window_runs_alone_after_it() -> None:
+    """The probe's window holds every lane with public work: the request admitted during it is
+    the only one when the window ends, so it runs alone then, at the alone deadline (it was
+    given the busy one, twice as long here, whenever the probe had just run)."""
+    lanes = timing.Lanes(2, QUIET)
+    start = lanes.reserve_all(0.2)
+    begins, seconds = lanes.admit(timing.Expected(alone=0.1, busy=0.3))
+    assert begins == pytest.approx(start + 0.2) and seconds == pytest.approx(0.1)
+    # It holds every lane: the next one waits for it and runs beside a third, busy.
+    after, longer = lanes.admit(timing.Expected(alone=0.1, busy=0.3))
+    assert after == pytest.approx(start + 0.3) and longer == pytest.approx(0.3)
+    # Behind lanes busy at once (a queue), a window is followed by busy requests, as before it.
+    start = lanes.reserve_all(0.2)
+    _, seconds = lanes.admit(timing.Expected(alone=0.1, busy=0.3))
+    assert seconds == pytest.approx(0.3)
+
+
+def test_the_slack_is_the_machine_s_measured_jitter_when_it_is_more_than_configured() -> None:
+    """The lanes measure the scheduling delay of small works run as requests are; a deadline's
+    slack is that delay, scaled by the load factor, plus the time the cut-off keeps for the
+    default answer (`RESERVE`), or the configured `slack` if more."""
+    con = duckdb.connect()
+    lanes = timing.Lanes(2, QUIET, con.cursor)
+    assert 0.0 < lanes.jitter < 0.5
+    lanes.load = Load(2.0)  # type: ignore[assignment]
+    _, seconds = lanes.admit(timing.Expected(alone=0.1, busy=0.2))
+    assert seconds == pytest.approx(2.0 * (0.1 + lanes.jitter) + timing.RESERVE)  # cut off at 2 * (...)
+    lanes.cfg = replace(QUIET, slack=1.0)
+    _, seconds = lanes.admit(timing.Expected(alone=0.1, busy=0.2))
+    assert seconds == pytest.approx(2.0 * 0.2 + 1.0)

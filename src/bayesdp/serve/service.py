@@ -521,8 +521,11 @@ class HoldoutService:
         self._resume(base + int(open_run))
         self.epsilon_per_overflow = ReusableHoldout(
             None, holdout=self.n, threshold=cfg.threshold, sigma=cfg.sigma, budget=1).epsilon_per_overflow
-        self.model = None if not service.config.timing.pad else timing.calibrate_holdout(
-            service.db, self._tables[0], self.n, self.columns, service.config.timing, service.lanes.load)
+        self.model = None
+        if service.config.timing.pad:
+            with service.lanes.exclusive():  # no probe round beside it
+                self.model = timing.calibrate_holdout(service.db, self._tables[0], self.n, self.columns,
+                                                      service.config.timing, service.lanes.load)
 
     def _resume(self, used: int) -> None:
         """Go on with `used` overflows spent (as after a restart)."""

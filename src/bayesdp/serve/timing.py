@@ -6,23 +6,25 @@ with a default fixed in advance (`DeadlinePassed`, after spending what the reque
 slow row cannot make an answer come later (Haeberlen, Pierce and Narayan, "Differential Privacy
 Under Fire", USENIX Security 2011: predictable transactions with a timeout and a default).
 
-A deadline is `load * (margin * typical + per_cost * extra) + slack`, at least `least`
-seconds (`Lanes.admit`). For a release (`Releases`), `typical` is the time of a release of the
-same shape (aggregate kinds and parameters, grouping, public or private keys, spec or SQL) with
-every expression a bare column and no filter, measured on synthetic rows of the dataset's public
-schema and row count the first time the shape is asked for, in a window no request runs in
-(`Lanes.exclusive`); `per_cost` is the time per unit of cost fitted at start-up on the same rows
-with the costliest string work the checker admits (`calibrate_dataset`); `extra` is the request's
-public cost bound beyond bare columns (`bayesdp.expressions.RowExpression.cost` summed over its
-filters and expressions, `release_cost`), priced at that worst case so that a CASE branch the
-synthetic rows do not take still fits. A holdout query's `Model` is fitted the same way on the
-public training table, its cheapest point a bare numeric column (`calibrate_holdout`). Each is
-timed twice (`Expected`): alone, and with every lane running it at once; a request admitted when
-every lane is idle reserves them all and gets the first, any other one lane and the second.
-`load` comes from a fixed synthetic probe run every `probe` seconds in a window that reserves
-every lane (`Load`): the probe's recent time over its time at start-up, never below the load
-factor the request's shape was timed at. Every timing is divided by the load factor of its
-moment, so a deadline follows the machine without re-timing the shapes.
+A deadline is `load * (margin * typical + per_cost * extra) + max(slack, load * jitter + RESERVE)`,
+at least `least` seconds (`Lanes.admit`), where `jitter` is the machine's scheduling delay measured
+at start-up on fixed small works (`measure_jitter`). For a release (`Releases`), `typical` is the
+time of a release of the same shape (aggregate kinds and parameters, grouping, public or private
+keys, spec or SQL) with every expression a bare column and no filter, measured on synthetic rows of
+the dataset's public schema and row count the first time the shape is asked for, in a window no
+request runs in (`Lanes.exclusive`); `per_cost` is the time per unit of cost fitted at start-up on
+the same rows with the costliest string work the checker admits (`calibrate_dataset`); `extra` is
+the request's public cost bound beyond bare columns (`bayesdp.expressions.RowExpression.cost` summed
+over its filters and expressions, `release_cost`), priced at that worst case so that a CASE branch
+the synthetic rows do not take still fits. A holdout query's `Model` is fitted the same way on the
+public training table, its cheapest point a bare numeric column (`calibrate_holdout`). Each is timed
+twice (`Expected`): alone, and with every lane running it at once; a request admitted when every
+lane is idle (or will be at the end of the probe's window, with no request before it) reserves them
+all and gets the first, any other one lane and the second. `load` comes from a fixed synthetic probe
+run every `probe` seconds in a window that reserves every lane (`Load`): the probe's recent time
+over its time at start-up, never below the load factor the request's shape was timed at. Every
+timing is divided by the load factor of its moment, so a deadline follows the machine without
+re-timing the shapes.
 
 Hooks for the service: `run_with_deadline(work, expected, on_cut, lanes)` reserves lanes at
 admission (`Lanes.admit`: the reservation, and so the answer's time, is fixed from the deadlines
@@ -61,8 +63,9 @@ T = TypeVar("T")
 class TimingConfig:
     """`pad`: answer at the deadline (off only for tests that do not measure time); `margin`:
     deadline over the calibrated typical time (the work is cut off `RESERVE` seconds before the
-    deadline); `slack`: seconds added to every deadline, for the machine's scheduling delays,
-    which do not grow with the work; `least`: the
+    deadline); `slack`: the least seconds added to every deadline, for the machine's scheduling
+    delays, which do not grow with the work (more when the delays measured at start-up, scaled
+    by the load factor, plus `RESERVE`, are more: `deadline_of`); `least`: the
     shortest deadline in seconds; `runs`: timed runs per calibration point; `lanes`: padded
     requests that run at once; `probe`: seconds between runs of the load probe (`Load`; 0:
     never, deadlines then as timed); `refresh`: seconds between re-timings of the release shapes
@@ -130,10 +133,12 @@ class Expected:
     factor: float = 1.0
 
 
-def deadline_of(work: float, factor: float, cfg: TimingConfig) -> float:
+def deadline_of(work: float, factor: float, cfg: TimingConfig, jitter: float = 0.0) -> float:
     """`work` seconds (the margin times the typical time, plus the cost beyond bare columns
-    priced at its worst case) times the load factor, plus `slack`; at least `least`."""
-    return max(cfg.least, factor * work + cfg.slack)
+    priced at its worst case) times the load factor, plus the slack: `jitter` (the measured
+    scheduling delay) times the load factor plus `RESERVE` (the work is cut off that long before
+    the deadline), or `slack` if more; at least `least`."""
+    return max(cfg.least, factor * work + max(cfg.slack, factor * jitter + RESERVE if jitter else 0.0))
 
 
 @dataclass(frozen=True)
@@ -280,7 +285,7 @@ class Releases:
             asked, self._asked = self._asked, set()
         for key in asked:
             factor = self.lanes.factor()
-            window = 2 * self._typical[key].busy * factor + self.cfg.slack
+            window = deadline_of(2 * self._typical[key].busy, factor, self.cfg, self.lanes.jitter)
             start = self.lanes.reserve_all(window)
             time.sleep(max(start - time.monotonic(), 0.0))
             with caught():  # about made-up rows: dropped
@@ -348,6 +353,9 @@ RESERVE = 0.02  # seconds before the deadline at which work still running is cut
                 # default answer (its spend written) is ready by the deadline; at most a quarter
 PROBES = 3  # probe rounds the load factor is taken over (`Load`)
 PROBE_ROWS = 5_000_000  # rows of the probe's engine query: about 20 ms, several scheduler slices
+JITTER_RUNS = 100  # small works timed at start-up for the slack (`measure_jitter`) ...
+JITTER_QUANTILE = 0.99  # ... its quantile: the share of requests whose delay it covers
+JITTER_ROWS = 10_000  # rows of that small work's engine query (well under a millisecond)
 
 
 class Load:
@@ -418,21 +426,28 @@ def _probing(lanes: weakref.ref[Lanes], every: float) -> None:
 
 class Lanes:
     """`count` lanes for padded requests. A request reserves them at admission (`admit`): every
-    lane when all are idle (it runs alone), else the lane free soonest, from when it is free
-    (its last reservation's end, or now); it runs from the start of its reservation and is
-    answered at its end. Reservations are made from deadlines and the probe's timings only
-    (public), never from when work ended: one request's private running time moves no other
-    request's answer. With `connect` (new engine cursors) and `cfg.probe`, a `Load` probe runs
-    every `cfg.probe` seconds in a window of every lane."""
+    lane when all are idle, or will all be idle at the end of a window of public work that
+    holds them all (the probe's: `reserve_all`) reserved behind idle lanes or a request that
+    ran alone, so that it runs alone; else the lane free
+    soonest, from when it is free (its last reservation's end, or now); it runs from the start
+    of its reservation and is answered at its end. Reservations are made from deadlines and the
+    probe's timings only (public), never from when work ended: one request's private running
+    time moves no other request's answer. With `connect` (new engine cursors) and `cfg.probe`,
+    a `Load` probe runs every `cfg.probe` seconds in a window of every lane. `jitter` is the
+    measured scheduling delay (`measure_jitter`, at load factor 1) when there is an engine to
+    measure it on, else 0."""
 
     def __init__(self, count: int, cfg: TimingConfig | None = None,
                  connect: Callable[[], Any] | None = None) -> None:
         self._free = [0.0] * count
+        self._window = 0.0  # the end of the last window of public work that held every lane
         self._lock = threading.Lock()
         self._running: dict[threading.Event, float] = {}  # admitted requests' work: set once
                                                           # stopped; the end of its reservation
         self.cfg = cfg or TimingConfig(lanes=count)
         self.load = None if connect is None or not self.cfg.probe else Load(connect, self.cfg)
+        self.jitter = 0.0 if connect is None else \
+            measure_jitter(connect) / (1.0 if self.load is None else self.load.factor())
         if self.load is not None:
             threading.Thread(target=_probing, args=(weakref.ref(self), self.cfg.probe),
                              name="bayesdp-load-probe", daemon=True).start()
@@ -448,12 +463,14 @@ class Lanes:
         factor = self.factor()
         with self._lock:
             now = time.monotonic()
-            if isinstance(expected, Expected) and max(self._free) <= now:
-                start, seconds = now, deadline_of(expected.alone, max(factor, expected.factor), self.cfg)
-                self._free = [now + seconds] * len(self._free)
+            idle = max(self._free)
+            if isinstance(expected, Expected) and (idle <= now or min(self._free) == idle == self._window):
+                start = max(now, idle)
+                seconds = deadline_of(expected.alone, max(factor, expected.factor), self.cfg, self.jitter)
+                self._free = [start + seconds] * len(self._free)
             else:
                 seconds = expected if not isinstance(expected, Expected) else \
-                    deadline_of(expected.busy, max(factor, expected.factor), self.cfg)
+                    deadline_of(expected.busy, max(factor, expected.factor), self.cfg, self.jitter)
                 lane = min(range(len(self._free)), key=self._free.__getitem__)
                 start = max(now, self._free[lane])
                 self._free[lane] = start + seconds
@@ -471,6 +488,10 @@ class Lanes:
         """The start of a reservation of every lane at once for `seconds`, when all are free."""
         with self._lock:
             start = max(time.monotonic(), *self._free)
+            # Behind idle lanes or a request that ran alone (as one client's requests are), not
+            # behind lanes busy at once: a request after it would then meet a queue's load.
+            self._window = start + seconds if min(self._free) == max(self._free) or \
+                max(self._free) <= time.monotonic() else 0.0
             self._free = [start + seconds] * len(self._free)
             return start
 
@@ -494,6 +515,28 @@ class Lanes:
                 yield
             finally:
                 self._free = [time.monotonic()] * len(self._free)
+
+
+def measure_jitter(connect: Callable[[], Any]) -> float:
+    """Seconds of the machine's scheduling delays: the `JITTER_QUANTILE` quantile, less the
+    median, of the times of `JITTER_RUNS` fixed small works, each run as a request's is (in a
+    thread of its own, on a new engine cursor from `connect()`, its end signalled to a waiting
+    thread); a delay of the work's start or of its answer that does not grow with the work."""
+    def work(done: threading.Event) -> None:
+        try:
+            connect().execute(f"SELECT sum(range) FROM range({JITTER_ROWS})").fetchall()
+        finally:
+            done.set()
+
+    times = []
+    for _ in range(JITTER_RUNS + 1):
+        done = threading.Event()
+        start = time.perf_counter()
+        threading.Thread(target=work, args=(done,), name="bayesdp-jitter", daemon=True).start()
+        done.wait()
+        times.append(time.perf_counter() - start)
+    times = times[1:]  # the first warms the engine
+    return float(np.quantile(times, JITTER_QUANTILE) - np.median(times))
 
 
 def watch(connection: T) -> T:
@@ -676,7 +719,8 @@ def calibrate_dataset(service: Any, ds: Any, cfg: TimingConfig) -> Releases:
 
     costly = {**count, "where": [costly_expression(*longest_text(ds))]}
     lanes = service.lanes
-    model = calibrate([point(count), point(costly)], cfg, lanes.load)
+    with lanes.exclusive():  # no probe round beside it: each would make the other slower
+        model = calibrate([point(count), point(costly)], cfg, lanes.load)
     bounded = [c.name for c in ds.columns.values() if c.bounds]
     bare = row_expression(ident(bounded[0]), list(ds.columns)) if bounded else None
     return Releases(lambda: service.query(cal, count)[0].table.engine,
