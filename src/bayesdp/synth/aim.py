@@ -26,6 +26,7 @@ from bayesdp.synth.pgm import (
     elimination,
     fit,
     weights,
+    within_earlier,
 )
 from bayesdp.synth.simplex import project_simplex
 
@@ -135,7 +136,7 @@ class _Triangulated:
                        for a, b in itertools.combinations(clique_of(c), 2)}
 
     def _new_cells(self, c: int, earlier: list[int]) -> int:
-        return 0 if any(c & o == c for o in earlier) else self.mask_cells[c]
+        return 0 if within_earlier(c, earlier) else self.mask_cells[c]
 
     def fits(self, a: int, b: int, limit: float) -> bool:
         """Whether the triangulation of G + ab has at most `limit` cells (stopping once it has more)."""

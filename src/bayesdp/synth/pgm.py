@@ -42,14 +42,9 @@ def _axes(src: Clique, dst: Clique) -> tuple[int, ...]:
     return tuple(k for k, a in enumerate(src) if a not in dst)
 
 
-# The ufunc reduction behind ndarray.sum, called directly (the same arithmetic, less call
-# overhead in the thousands of small reductions of scoring).
-_add = np.add.reduce
-
-
 def _sum_to(arr: np.ndarray, src: Clique, dst: Clique) -> np.ndarray:
     """Sum a table on `src` down to its sub-clique `dst`."""
-    out: np.ndarray = _add(arr, axis=_axes(src, dst))
+    out: np.ndarray = np.add.reduce(arr, axis=_axes(src, dst))
     return out
 
 
@@ -161,14 +156,19 @@ def weights(mask_cells: MaskCells, adj: list[int]) -> list[int]:
     return [mask_cells[m | 1 << u] for u, m in enumerate(adj)]
 
 
-def eliminate(mask_cells: MaskCells, adj: list[int], trail: Trail | None = None) -> list[int]:
+def within_earlier(c: int, earlier: list[int]) -> bool:
+    """Whether elimination clique c (a bit mask) lies inside one found before it. The k-th clique
+    holds the k-th eliminated column, which no later clique holds, so only an earlier clique can
+    hold it whole (and no two are equal): the maximal cliques are those this is false for."""
+    return any(c & o == c for o in earlier)
+
+
+def eliminate(mask_cells: MaskCells, adj: list[int]) -> list[int]:
     """Greedy elimination (`elimination`) triangulates the graph `adj` (bit masks, consumed);
-    its elimination cliques, pruned to the maximal ones, are the cliques of a junction tree
-    (Koller & Friedman 2009, Thm. 9.6)."""
-    found = [c for _, c in elimination(mask_cells, adj, weights(mask_cells, adj), (1 << len(adj)) - 1, trail)]
-    # found[k] holds the k-th eliminated column, which no later clique holds: it can only lie
-    # inside an earlier clique (and no two are equal).
-    return [c for k, c in enumerate(found) if not any(c & o == c for o in found[:k])]
+    its elimination cliques, pruned to the maximal ones (`within_earlier`), are the cliques of a
+    junction tree (Koller & Friedman 2009, Thm. 9.6)."""
+    found = [c for _, c in elimination(mask_cells, adj, weights(mask_cells, adj), (1 << len(adj)) - 1)]
+    return [c for k, c in enumerate(found) if not within_earlier(c, found[:k])]
 
 
 def clique_of(mask: int) -> Clique:
