@@ -5,6 +5,7 @@ and timings of public work taken while no request's work runs."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import replace
@@ -20,7 +21,7 @@ from bayesdp.serve.config import load_config
 from bayesdp.serve.service import Service
 from bayesdp.serve.state import State
 
-QUIET = timing.TimingConfig(slack=0.0, least=0.0, runs=1, probe=0.0)
+QUIET = timing.TimingConfig(slack=0.0, slack_alone=0.0, least=0.0, runs=1, probe=0.0)
 
 
 def test_a_request_admitted_when_every_lane_is_idle_runs_alone_and_holds_them_all() -> None:
@@ -62,7 +63,7 @@ class Load:
 
 
 def test_deadlines_scale_with_the_load_factor_never_below_the_one_they_were_timed_at() -> None:
-    cfg = replace(QUIET, slack=0.01)
+    cfg = replace(QUIET, slack=0.01, slack_alone=0.01)
     lanes = timing.Lanes(2, cfg)
     lanes.load = Load(2.0)  # type: ignore[assignment]
     _, seconds = lanes.admit(timing.Expected(alone=0.1, busy=0.2))
@@ -200,3 +201,61 @@ def test_the_slack_is_the_machine_s_measured_jitter_when_it_is_more_than_configu
     lanes.cfg = replace(QUIET, slack=1.0)
     _, seconds = lanes.admit(timing.Expected(alone=0.1, busy=0.2))
     assert seconds == pytest.approx(2.0 * 0.2 + 1.0)
+
+
+def test_a_request_that_runs_alone_gets_the_smaller_slack() -> None:
+    """Alone, no other lane's work runs beside it: `slack_alone`; beside one, `slack`."""
+    lanes = timing.Lanes(2, replace(QUIET, slack=0.3, slack_alone=0.02))
+    assert lanes.admit(timing.Expected(alone=0.1, busy=0.2))[1] == pytest.approx(0.12)
+    assert lanes.admit(timing.Expected(alone=0.1, busy=0.2))[1] == pytest.approx(0.5)
+
+
+def _in_thread(fn: Any) -> threading.Thread:
+    thread = threading.Thread(target=fn, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_probe_round_waits_for_requests_own_work_and_requests_wait_for_the_round() -> None:
+    """The probe times the machine, not a request's preparation beside it: a round begins when
+    no request is active (or at its `until`), and a request becoming active waits for it."""
+    lanes = timing.Lanes(2, QUIET)
+
+    def prepare(seconds: float) -> None:
+        with lanes.active():
+            time.sleep(seconds)
+
+    start = time.monotonic()
+    first = _in_thread(lambda: prepare(0.2))
+    time.sleep(0.02)
+    with lanes.probing(start + 5.0):
+        began = time.monotonic()
+        entered: list[float] = []
+        second = _in_thread(lambda: (lanes.active().__enter__(), entered.append(time.monotonic())))
+        time.sleep(0.2)
+        ended = time.monotonic()
+    first.join()
+    second.join()
+    assert 0.18 <= began - start < 0.5  # after the first request's work, long before `until`
+    assert entered and entered[0] >= ended  # the second waited for the round
+
+
+def test_a_probe_round_waits_for_active_requests_only_until_its_limit_and_not_for_waiting_ones() -> None:
+    lanes = timing.Lanes(2, QUIET)
+
+    def hold(seconds: float, waiting: bool) -> None:
+        with lanes.active(), (lanes.waiting() if waiting else contextlib.nullcontext()):
+            time.sleep(seconds)
+
+    start = time.monotonic()
+    busy = _in_thread(lambda: hold(2.0, False))
+    time.sleep(0.02)
+    with lanes.probing(start + 0.2):
+        assert 0.18 <= time.monotonic() - start < 0.6  # the limit, not the request's 2 s
+    busy.join()
+    start = time.monotonic()
+    waiter = _in_thread(lambda: hold(1.0, True))  # waits for its lane: not active
+    time.sleep(0.02)
+    with lanes.probing(start + 5.0):
+        assert time.monotonic() - start < 0.3
+    waiter.join()

@@ -125,7 +125,12 @@ def create_app(config: Config) -> Starlette:
         return gate.authenticate(token.strip() if scheme.lower() == "bearer" else "", address)
 
     def audited(call: Call, work: Callable[[Call], Any], dataset: str | None, what: str) -> Response:
-        """Run one request between its two audit-log entries (in one worker thread)."""
+        """Run one request between its two audit-log entries (in one worker thread), never
+        beside a load probe's round (`timing.Lanes.active`)."""
+        with service.lanes.active():
+            return _audited(call, work, dataset, what)
+
+    def _audited(call: Call, work: Callable[[Call], Any], dataset: str | None, what: str) -> Response:
         rid, request = call.rid, call.request
         status: str
         detail: str | None

@@ -6,8 +6,9 @@ with a default fixed in advance (`DeadlinePassed`, after spending what the reque
 slow row cannot make an answer come later (Haeberlen, Pierce and Narayan, "Differential Privacy
 Under Fire", USENIX Security 2011: predictable transactions with a timeout and a default).
 
-A deadline is `load * (margin * typical + per_cost * extra) + max(slack, load * jitter + RESERVE)`,
-at least `least` seconds (`Lanes.admit`), where `jitter` is the machine's scheduling delay measured
+A deadline is `load * (margin * typical + per_cost * extra) + max(slack, load * jitter + RESERVE)`
+(`slack_alone` in place of `slack` for a request that runs alone), at least `least` seconds
+(`Lanes.admit`), where `jitter` is the machine's scheduling delay measured
 at start-up on fixed small works (`measure_jitter`). For a release (`Releases`), `typical` is the
 time of a release of the same shape (aggregate kinds and parameters, grouping, public or private
 keys, spec or SQL) with every expression a bare column and no filter, measured on synthetic rows of
@@ -21,10 +22,11 @@ public training table, its cheapest point a bare numeric column (`calibrate_hold
 twice (`Expected`): alone, and with every lane running it at once; a request admitted when every
 lane is idle (or will be at the end of the probe's window, with no request before it) reserves them
 all and gets the first, any other one lane and the second. `load` comes from a fixed synthetic probe
-run every `probe` seconds in a window that reserves every lane (`Load`): the probe's recent time
-over its time at start-up, never below the load factor the request's shape was timed at. Every
-timing is divided by the load factor of its moment, so a deadline follows the machine without
-re-timing the shapes.
+run every `probe` seconds in a window that reserves every lane, once no request's own Python work
+runs (`Lanes.probing`; `Lanes.active` marks that work, in the service's request threads): the
+probe's recent time over its time at start-up, never below the load factor the request's shape
+was timed at. Every timing is divided by the load factor of its moment, so a deadline follows the
+machine without re-timing the shapes.
 
 Hooks for the service: `run_with_deadline(work, expected, on_cut, lanes)` reserves lanes at
 admission (`Lanes.admit`: the reservation, and so the answer's time, is fixed from the deadlines
@@ -63,9 +65,11 @@ T = TypeVar("T")
 class TimingConfig:
     """`pad`: answer at the deadline (off only for tests that do not measure time); `margin`:
     deadline over the calibrated typical time (the work is cut off `RESERVE` seconds before the
-    deadline); `slack`: the least seconds added to every deadline, for the machine's scheduling
-    delays, which do not grow with the work (more when the delays measured at start-up, scaled
-    by the load factor, plus `RESERVE`, are more: `deadline_of`); `least`: the
+    deadline); `slack`: the least seconds added to the deadline of a request that runs beside
+    other lanes' work, for the machine's scheduling delays, which do not grow with the work
+    (more when the delays measured at start-up, scaled by the load factor, plus `RESERVE`, are
+    more: `deadline_of`); `slack_alone`: the same for a request that runs alone (`RESERVE` and
+    one interpreter switch interval, for the Python of requests arriving meanwhile); `least`: the
     shortest deadline in seconds; `runs`: timed runs per calibration point; `lanes`: padded
     requests that run at once; `probe`: seconds between runs of the load probe (`Load`; 0:
     never, deadlines then as timed); `refresh`: seconds between re-timings of the release shapes
@@ -74,6 +78,7 @@ class TimingConfig:
     pad: bool = True
     margin: float = 1.3
     slack: float = 0.03
+    slack_alone: float = 0.015
     least: float = 0.01
     runs: int = 5
     lanes: int = 2
@@ -91,7 +96,8 @@ def parse_timing(doc: Any, key: str = "timing") -> TimingConfig:
     cfg = TimingConfig(**doc)
     if not isinstance(cfg.pad, bool):
         raise InvalidParameter(f"{key}.pad must be true or false, not {cfg.pad!r}")
-    for name, lo in (("margin", 1.0), ("slack", 0.0), ("least", 0.0), ("refresh", 0.0), ("probe", 0.0)):
+    for name, lo in (("margin", 1.0), ("slack", 0.0), ("slack_alone", 0.0), ("least", 0.0), ("refresh", 0.0),
+                     ("probe", 0.0)):
         v = getattr(cfg, name)
         if not isinstance(v, int | float) or isinstance(v, bool) or not lo <= v < 1e6:
             raise InvalidParameter(f"{key}.{name} must be a number in [{lo:g}, 1e6), not {v!r}")
@@ -133,12 +139,15 @@ class Expected:
     factor: float = 1.0
 
 
-def deadline_of(work: float, factor: float, cfg: TimingConfig, jitter: float = 0.0) -> float:
+def deadline_of(work: float, factor: float, cfg: TimingConfig, jitter: float = 0.0,
+                alone: bool = False) -> float:
     """`work` seconds (the margin times the typical time, plus the cost beyond bare columns
     priced at its worst case) times the load factor, plus the slack: `jitter` (the measured
     scheduling delay) times the load factor plus `RESERVE` (the work is cut off that long before
-    the deadline), or `slack` if more; at least `least`."""
-    return max(cfg.least, factor * work + max(cfg.slack, factor * jitter + RESERVE if jitter else 0.0))
+    the deadline), or `slack` (`slack_alone` for a request that runs `alone`) if more; at least
+    `least`."""
+    least_slack = cfg.slack_alone if alone else cfg.slack
+    return max(cfg.least, factor * work + max(least_slack, factor * jitter + RESERVE if jitter else 0.0))
 
 
 @dataclass(frozen=True)
@@ -349,8 +358,9 @@ _current = threading.local()
 
 RECENT = 3  # re-timings a shape's typical time is the largest of (`Releases.refresh`)
 PENDING = 16  # connections a thread keeps for its next timed request (previews open some too)
-RESERVE = 0.02  # seconds before the deadline at which work still running is cut off, so that the
-                # default answer (its spend written) is ready by the deadline; at most a quarter
+RESERVE = 0.01  # seconds before the deadline at which work still running is cut off, so that the
+                # default answer (its spend written: about 1 ms) is ready by the deadline; at
+                # most a quarter
 PROBES = 3  # probe rounds the load factor is taken over (`Load`)
 PROBE_ROWS = 5_000_000  # rows of the probe's engine query: about 20 ms, several scheduler slices
 JITTER_RUNS = 100  # small works timed at start-up for the slack (`measure_jitter`) ...
@@ -399,14 +409,16 @@ class Load:
     def measure(self, lanes: Lanes) -> None:
         """One probe round in a window of every lane, three times the probe's time at the
         current load factor, once the work of requests before it has stopped (work cut off at
-        its deadline may take a while to stop: if the window has passed by then, no round)."""
+        its deadline may take a while to stop: if the window has passed by then, no round) and
+        no request is `Lanes.active`, or with 1.5 probe times of the window left."""
         window = 3 * self.baseline * self.factor()
         start = lanes.reserve_all(window)
         time.sleep(max(start - time.monotonic(), 0.0))
         lanes.settle(start)
-        if time.monotonic() >= start + window:
-            return
-        times = self.round(start + window)
+        with lanes.probing(start + window - 1.5 * self.baseline * self.factor()):
+            if time.monotonic() >= start + window:
+                return
+            times = self.round(start + window)
         with self._lock:
             self._rounds.append(times)
         time.sleep(max(start + window - time.monotonic(), 0.0))
@@ -444,6 +456,9 @@ class Lanes:
         self._lock = threading.Lock()
         self._running: dict[threading.Event, float] = {}  # admitted requests' work: set once
                                                           # stopped; the end of its reservation
+        self._quiet = threading.Condition()  # requests' own Python work against a probe round
+        self._active = 0  # threads in `active`, not waiting for their lane
+        self._probing = False
         self.cfg = cfg or TimingConfig(lanes=count)
         self.load = None if connect is None or not self.cfg.probe else Load(connect, self.cfg)
         self.jitter = 0.0 if connect is None else \
@@ -466,7 +481,8 @@ class Lanes:
             idle = max(self._free)
             if isinstance(expected, Expected) and (idle <= now or min(self._free) == idle == self._window):
                 start = max(now, idle)
-                seconds = deadline_of(expected.alone, max(factor, expected.factor), self.cfg, self.jitter)
+                seconds = deadline_of(expected.alone, max(factor, expected.factor), self.cfg, self.jitter,
+                                      alone=True)
                 self._free = [start + seconds] * len(self._free)
             else:
                 seconds = expected if not isinstance(expected, Expected) else \
@@ -502,6 +518,54 @@ class Lanes:
             ended = [done for done, end in self._running.items() if end <= before]
         for done in ended:
             done.wait()
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        """A request's own work outside its lane (reading and checking it, writing its answer),
+        in this thread: it waits while a probe round runs, and a round waits a while for it to
+        end (`probing`), so that the probe times the machine, not the next request's
+        preparation beside it (a client's next request follows its answer, which a window
+        follows). `run_with_deadline`'s waits do not count."""
+        with self._quiet:
+            self._quiet.wait_for(lambda: not self._probing)
+            self._active += 1
+        _current.lanes = self
+        try:
+            yield
+        finally:
+            _current.lanes = None
+            with self._quiet:
+                self._active -= 1
+                self._quiet.notify_all()
+
+    @contextlib.contextmanager
+    def waiting(self) -> Iterator[None]:
+        """This thread waits for its lane or its deadline: not `active` meanwhile."""
+        if getattr(_current, "lanes", None) is not self:
+            yield
+            return
+        with self._quiet:
+            self._active -= 1
+            self._quiet.notify_all()
+        try:
+            yield
+        finally:
+            with self._quiet:  # no wait for a round: a reservation never starts or ends in one
+                self._active += 1
+
+    @contextlib.contextmanager
+    def probing(self, until: float) -> Iterator[None]:
+        """A probe round: from when no request is `active`, or from `until` (a
+        `time.monotonic()`) if one still is; requests becoming active wait for its end."""
+        with self._quiet:
+            self._quiet.wait_for(lambda: not self._active, max(until - time.monotonic(), 0.0))
+            self._probing = True
+        try:
+            yield
+        finally:
+            with self._quiet:
+                self._probing = False
+                self._quiet.notify_all()
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
@@ -571,10 +635,11 @@ def run_with_deadline(work: Callable[[], T], expected: Expected | float | None,
     lanes = lanes or Lanes(1)
     done = threading.Event()
     start, seconds = lanes.admit(expected, done)
-    wait = start - time.monotonic()
-    if wait > 0:
-        time.sleep(wait)
-    return _padded(work, start, seconds, on_cut, lanes, done)
+    with lanes.waiting():
+        wait = start - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        return _padded(work, start, seconds, on_cut, lanes, done)
 
 
 def _padded(work: Callable[[], T], start: float, seconds: float, on_cut: Callable[[float], T],
