@@ -259,3 +259,13 @@ def test_a_probe_round_waits_for_active_requests_only_until_its_limit_and_not_fo
     with lanes.probing(start + 5.0):
         assert time.monotonic() - start < 0.3
     waiter.join()
+
+
+def test_closing_the_lanes_stops_their_load_probe() -> None:
+    """Nothing of the service's runs in the engine once it is closed (a probe round running in
+    DuckDB while the interpreter exits can abort the process)."""
+    lanes = timing.Lanes(2, replace(QUIET, probe=0.01), duckdb.connect().cursor)
+    prober = lanes._prober
+    assert prober is not None and prober.is_alive()
+    lanes.close()
+    assert not prober.is_alive()

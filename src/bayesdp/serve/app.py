@@ -404,6 +404,7 @@ def create_app(config: Config) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
+        service.close()
         state.close()
 
     app = Starlette(routes=routes, lifespan=lifespan)

@@ -10,7 +10,6 @@ computed from noise, with the request id in the label so the audit log can be re
 from __future__ import annotations
 
 import threading
-import time
 import warnings
 import weakref
 from collections.abc import Callable
@@ -169,9 +168,20 @@ class Service:
         self.holdouts = {h.name: HoldoutService(self, h) for h in config.holdouts.values()}
         self.deadlines = {} if not config.timing.pad else {
             ds.name: timing.calibrate_dataset(self, ds, config.timing) for ds in config.datasets.values()}
+        self._stop = threading.Event()
+        self._refresher: threading.Thread | None = None
         if self.deadlines and config.timing.refresh:
-            threading.Thread(target=_refresh, args=(weakref.ref(self),), name="bayesdp-recalibration",
-                             daemon=True).start()
+            self._refresher = threading.Thread(target=_refresh, args=(weakref.ref(self), self._stop),
+                                               name="bayesdp-recalibration", daemon=True)
+            self._refresher.start()
+
+    def close(self) -> None:
+        """Stop the service's background work (the load probe, re-timings), once the round or
+        re-timing under way ends, so that none runs in the engine while the process exits."""
+        self._stop.set()
+        if self._refresher is not None:
+            self._refresher.join()
+        self.lanes.close()
 
     def rows(self, kind: str, name: str) -> int:
         return int(self.relation(kind, name).aggregate("count(*)").fetchall()[0][0])
@@ -467,12 +477,12 @@ class Service:
                 "guarantee": guarantee_json(guarantee)}
 
 
-def _refresh(service: weakref.ref[Service]) -> None:
-    """Re-time the release shapes asked for every `timing.refresh` seconds, while the service lives."""
+def _refresh(service: weakref.ref[Service], stop: threading.Event) -> None:
+    """Re-time the release shapes asked for every `timing.refresh` seconds, while the service
+    lives, until `stop` is set."""
     while (s := service()) is not None:
         every, s = s.config.timing.refresh, None
-        time.sleep(every)
-        if (s := service()) is None:
+        if stop.wait(every) or (s := service()) is None:
             return
         for deadlines in s.deadlines.values():
             deadlines.refresh()

@@ -424,16 +424,16 @@ class Load:
         time.sleep(max(start + window - time.monotonic(), 0.0))
 
 
-def _probing(lanes: weakref.ref[Lanes], every: float) -> None:
-    """Run the load probe every `every` seconds while the lanes live."""
-    while (mine := lanes()) is not None:
+def _probing(lanes: weakref.ref[Lanes], every: float, stop: threading.Event) -> None:
+    """Run the load probe every `every` seconds while the lanes live, until `stop` is set."""
+    while not stop.is_set() and (mine := lanes()) is not None:
         assert mine.load is not None
         try:
             mine.load.measure(mine)
         except Exception:  # the engine was closed: the service is going away
             return
         mine = None
-        time.sleep(every)
+        stop.wait(every)
 
 
 class Lanes:
@@ -463,9 +463,18 @@ class Lanes:
         self.load = None if connect is None or not self.cfg.probe else Load(connect, self.cfg)
         self.jitter = 0.0 if connect is None else \
             measure_jitter(connect) / (1.0 if self.load is None else self.load.factor())
+        self._stop = threading.Event()
+        self._prober: threading.Thread | None = None
         if self.load is not None:
-            threading.Thread(target=_probing, args=(weakref.ref(self), self.cfg.probe),
-                             name="bayesdp-load-probe", daemon=True).start()
+            self._prober = threading.Thread(target=_probing, name="bayesdp-load-probe", daemon=True,
+                                            args=(weakref.ref(self), self.cfg.probe, self._stop))
+            self._prober.start()
+
+    def close(self) -> None:
+        """Stop the load probe, once its round (if one runs) ends."""
+        self._stop.set()
+        if self._prober is not None:
+            self._prober.join()
 
     def factor(self) -> float:
         return 1.0 if self.load is None else self.load.factor()
