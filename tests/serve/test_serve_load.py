@@ -269,3 +269,18 @@ def test_closing_the_lanes_stops_their_load_probe() -> None:
     assert prober is not None and prober.is_alive()
     lanes.close()
     assert not prober.is_alive()
+
+
+def test_a_window_of_public_work_begins_once_work_cut_off_before_it_has_stopped() -> None:
+    """A probe round or a re-timing never runs beside a request's work, even one that was cut
+    off at its deadline and is still stopping (`Lanes.window`, `Lanes.settle`)."""
+    lanes = timing.Lanes(2, QUIET)
+    done = threading.Event()
+    start = time.monotonic()
+    lanes.admit(0.05, done)
+    stopping = threading.Timer(0.3, lambda: lanes.stopped(done))
+    stopping.start()
+    with lanes.window(0.1, 0.0) as end:
+        entered = time.monotonic()
+    assert entered - start >= 0.29 and end >= start + 0.15
+    stopping.join()

@@ -294,16 +294,14 @@ class Releases:
             asked, self._asked = self._asked, set()
         for key in asked:
             factor = self.lanes.factor()
-            window = deadline_of(2 * self._typical[key].busy, factor, self.cfg, self.lanes.jitter)
-            start = self.lanes.reserve_all(window)
-            time.sleep(max(start - time.monotonic(), 0.0))
-            with caught():  # about made-up rows: dropped
-                times = _round(self._runs[key], self.cfg.lanes, start + window)
+            busy = self._typical[key].busy
+            window = deadline_of(2 * busy, factor, self.cfg, self.lanes.jitter)
+            with self.lanes.window(window, 1.5 * factor * busy) as end, caught():  # made-up rows' warnings
+                times = _round(self._runs[key], self.cfg.lanes, end)
             took = statistics.median(times) if len(times) == self.cfg.lanes else window
             with self._lock:
                 self._recent[key].append(took / factor)
                 self._typical[key] = replace(self._typical[key], busy=max(self._recent[key]))
-            time.sleep(max(start + window - time.monotonic(), 0.0))
 
     def _stand_in(self, query: Any, made_up: Callable[[], Any] | None) -> Any:
         """`query`'s shape on the synthetic rows (a new cursor each time, for runs at once)."""
@@ -411,17 +409,12 @@ class Load:
         current load factor, once the work of requests before it has stopped (work cut off at
         its deadline may take a while to stop: if the window has passed by then, no round) and
         no request is `Lanes.active`, or with 1.5 probe times of the window left."""
-        window = 3 * self.baseline * self.factor()
-        start = lanes.reserve_all(window)
-        time.sleep(max(start - time.monotonic(), 0.0))
-        lanes.settle(start)
-        with lanes.probing(start + window - 1.5 * self.baseline * self.factor()):
-            if time.monotonic() >= start + window:
+        with lanes.window(3 * self.baseline * self.factor(), 1.5 * self.baseline * self.factor()) as end:
+            if time.monotonic() >= end:
                 return
-            times = self.round(start + window)
+            times = self.round(end)
         with self._lock:
             self._rounds.append(times)
-        time.sleep(max(start + window - time.monotonic(), 0.0))
 
 
 def _probing(lanes: weakref.ref[Lanes], every: float, stop: threading.Event) -> None:
@@ -519,6 +512,19 @@ class Lanes:
                 max(self._free) <= time.monotonic() else 0.0
             self._free = [start + seconds] * len(self._free)
             return start
+
+    @contextlib.contextmanager
+    def window(self, seconds: float, needs: float) -> Iterator[float]:
+        """A window of public work (a probe round, a re-timing) holding every lane for
+        `seconds` (`reserve_all`): entered at its start, once the work of the requests before it
+        has stopped (`settle`) and no request is `active`, or with `needs` seconds of it left
+        (`probing`); yields its end (a `time.monotonic()`) and is left there."""
+        start = self.reserve_all(seconds)
+        time.sleep(max(start - time.monotonic(), 0.0))
+        self.settle(start)
+        with self.probing(start + seconds - needs):
+            yield start + seconds
+        time.sleep(max(start + seconds - time.monotonic(), 0.0))
 
     def settle(self, before: float) -> None:
         """Wait for the work of every request reserved to end by `before` to stop (cut off, it
