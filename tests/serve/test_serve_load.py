@@ -284,3 +284,29 @@ def test_a_window_of_public_work_begins_once_work_cut_off_before_it_has_stopped(
         entered = time.monotonic()
     assert entered - start >= 0.29 and end >= start + 0.15
     stopping.join()
+
+
+def test_a_request_is_not_alone_while_another_is_being_prepared() -> None:
+    """Another request being read or checked (`Lanes.active`) runs its Python beside the work:
+    the request gets the busy deadline, on one lane."""
+    lanes = timing.Lanes(2, QUIET)
+    preparing, release = threading.Event(), threading.Event()
+
+    def prepare() -> None:
+        with lanes.active():
+            preparing.set()
+            release.wait(5)
+
+    other = _in_thread(prepare)
+    preparing.wait(5)
+    with lanes.active():  # the request itself is active too: it does not count
+        _, seconds = lanes.admit(timing.Expected(alone=0.1, busy=0.3))
+    release.set()
+    other.join()
+    assert seconds == pytest.approx(0.3)
+    with lanes.active():
+        _, seconds = lanes.admit(timing.Expected(alone=0.1, busy=0.3))
+    assert seconds == pytest.approx(0.3)  # behind the first's reservation: busy
+    lanes = timing.Lanes(2, QUIET)
+    with lanes.active():
+        assert lanes.admit(timing.Expected(alone=0.1, busy=0.3))[1] == pytest.approx(0.1)
