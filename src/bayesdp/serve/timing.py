@@ -20,8 +20,9 @@ over its filters and expressions, `release_cost`), priced at that worst case so 
 the synthetic rows do not take still fits. A holdout query's `Model` is fitted the same way on the
 public training table, its cheapest point a bare numeric column (`calibrate_holdout`). Each is timed
 twice (`Expected`): alone, and with every lane running it at once; a request admitted when every
-lane is idle (or will be at the end of the probe's window, with no request before it) reserves them
-all and gets the first, any other one lane and the second. `load` comes from a fixed synthetic probe
+lane is idle (or will be at the end of the probe's window, with no request before it) and no other
+request is being read or checked reserves them all and gets the first, any other one lane and the
+second. `load` comes from a fixed synthetic probe
 run every `probe` seconds in a window that reserves every lane, once no request's own Python work
 runs (`Lanes.probing`; `Lanes.active` marks that work, in the service's request threads): the
 probe's recent time over its time at start-up, never below the load factor the request's shape
@@ -434,7 +435,7 @@ class Lanes:
     """`count` lanes for padded requests. A request reserves them at admission (`admit`): every
     lane when all are idle, or will all be idle at the end of a window of public work that
     holds them all (the probe's: `reserve_all`) reserved behind idle lanes or a request that
-    ran alone, so that it runs alone; else the lane free
+    ran alone, and no other request is `active`, so that it runs alone; else the lane free
     soonest, from when it is free (its last reservation's end, or now); it runs from the start
     of its reservation and is answered at its end. Reservations are made from deadlines and the
     probe's timings only (public), never from when work ended: one request's private running
