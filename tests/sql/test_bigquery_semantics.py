@@ -181,7 +181,8 @@ def _outcome(query: str, frame: pd.DataFrame) -> tuple:
         except Exception as exc:  # the kind and message are the outcome
             columns, status = (), f"{type(exc).__name__}: {getattr(exc, 'public_message', exc)}"
     said = sorted({re.sub(r"-?\d+(\.\d+)?(e[-+]?\d+)?", "#", str(w.message)) for w in caught
-                   if not issubclass(w.category, bdp.errors.CuratorWarning)})
+                   # ResourceWarning: the collector's, for whatever object it finalizes then
+                   if not issubclass(w.category, bdp.errors.CuratorWarning | ResourceWarning)})
     return status, said, columns
 
 

@@ -34,7 +34,8 @@ def _outcome(release: Any) -> tuple[Any, ...]:
             r = release()
         except Exception as exc:  # the outcome is what is compared
             return ("error", type(exc).__name__, str(exc))
-    shown = [str(w.message) for w in caught if not issubclass(w.category, CuratorWarning)]
+    # A ResourceWarning is the collector's, for whatever object it finalizes then: not the release's.
+    shown = [str(w.message) for w in caught if not issubclass(w.category, CuratorWarning | ResourceWarning)]
     table = r.to_pandas()
     return ("ok", shown, list(table.columns), r.keys.to_dict("list"))
 
