@@ -411,7 +411,8 @@ class Load:
         current load factor, once the work of requests before it has stopped (work cut off at
         its deadline may take a while to stop: if the window has passed by then, no round) and
         no request is `Lanes.active`, or with 1.5 probe times of the window left."""
-        with lanes.window(3 * self.baseline * self.factor(), 1.5 * self.baseline * self.factor()) as end:
+        probe = self.baseline * self.factor()  # a round's time now
+        with lanes.window(3 * probe, 1.5 * probe) as end:
             if time.monotonic() >= end:
                 return
             times = self.round(end)
@@ -453,7 +454,7 @@ class Lanes:
                                                           # stopped; the end of its reservation
         self._quiet = threading.Condition()  # requests' own Python work against a probe round
         self._active = 0  # threads in `active`, not waiting for their lane
-        self._probing = False
+        self._in_round = False  # a probe round runs (`probing`)
         self.cfg = cfg or TimingConfig(lanes=count)
         self.load = None if connect is None or not self.cfg.probe else Load(connect, self.cfg)
         self.jitter = 0.0 if connect is None else \
@@ -550,16 +551,20 @@ class Lanes:
         preparation beside it (a client's next request follows its answer, which a window
         follows). `run_with_deadline`'s waits do not count."""
         with self._quiet:
-            self._quiet.wait_for(lambda: not self._probing)
+            self._quiet.wait_for(lambda: not self._in_round)
             self._active += 1
         _current.lanes = self
         try:
             yield
         finally:
             _current.lanes = None
-            with self._quiet:
-                self._active -= 1
-                self._quiet.notify_all()
+            self._leave()
+
+    def _leave(self) -> None:
+        """This thread's Python work outside its lane stops (`active`, `waiting`)."""
+        with self._quiet:
+            self._active -= 1
+            self._quiet.notify_all()
 
     @contextlib.contextmanager
     def waiting(self) -> Iterator[None]:
@@ -567,9 +572,7 @@ class Lanes:
         if getattr(_current, "lanes", None) is not self:
             yield
             return
-        with self._quiet:
-            self._active -= 1
-            self._quiet.notify_all()
+        self._leave()
         try:
             yield
         finally:
@@ -582,12 +585,12 @@ class Lanes:
         `time.monotonic()`) if one still is; requests becoming active wait for its end."""
         with self._quiet:
             self._quiet.wait_for(lambda: not self._active, max(until - time.monotonic(), 0.0))
-            self._probing = True
+            self._in_round = True
         try:
             yield
         finally:
             with self._quiet:
-                self._probing = False
+                self._in_round = False
                 self._quiet.notify_all()
 
     @contextlib.contextmanager

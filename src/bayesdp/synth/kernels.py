@@ -139,11 +139,7 @@ def measured_loss(work, index, maps, steps, targets, mean, weight, n_hat, grad, 
     value, drop = 0.0, 0.0
     for r in range(targets.shape[0]):
         lo, hi, f = targets[r, 0], targets[r, 1], targets[r, 2]
-        total = 0.0
-        for j in range(lo, hi):
-            total += work[j]
-        for j in range(lo, hi):
-            work[j] /= total
+        _normalised(work, lo, hi)
         part, moved = 0.0, 0.0
         for j in range(hi - lo):
             mu = work[lo + j]
@@ -172,8 +168,14 @@ def spread(grad, offsets, index, maps, homes, out):  # type: ignore[no-untyped-d
 def normalise(work, offsets):  # type: ignore[no-untyped-def]
     """Each maximal clique's table divided by its sum, in place."""
     for k in range(offsets.size - 1):
-        total = 0.0
-        for c in range(offsets[k], offsets[k + 1]):
-            total += work[c]
-        for c in range(offsets[k], offsets[k + 1]):
-            work[c] /= total
+        _normalised(work, offsets[k], offsets[k + 1])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _normalised(work, lo, hi):  # type: ignore[no-untyped-def]
+    """work[lo:hi] divided by its sum, in place (summed in order, as a loop over it)."""
+    total = 0.0
+    for c in range(lo, hi):
+        total += work[c]
+    for c in range(lo, hi):
+        work[c] /= total

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cached_property
 
 import numpy as np
 
@@ -14,14 +13,9 @@ class Data:
     """Exact marginals of the coded table (only ever released through noise)."""
 
     def __init__(self, codes: np.ndarray, sizes: list[int]) -> None:
-        self.codes = codes
+        self.codes = np.asfortranarray(codes)  # column by column: each marginal reads whole columns
         self.sizes = sizes
         self._pairs: dict[tuple[int, int], np.ndarray] = {}
-
-    @cached_property
-    def columns(self) -> np.ndarray:
-        """The codes column by column (contiguous: each marginal reads whole columns)."""
-        return np.ascontiguousarray(self.codes.T)
 
     def one(self, i: int) -> np.ndarray:
         return np.bincount(self.codes[:, i], minlength=self.sizes[i])
@@ -29,7 +23,7 @@ class Data:
     def two(self, i: int, j: int) -> np.ndarray:
         if (i, j) not in self._pairs:
             ki, kj = self.sizes[i], self.sizes[j]
-            flat = np.bincount(self.columns[i] * kj + self.columns[j], minlength=ki * kj)
+            flat = np.bincount(self.codes[:, i] * kj + self.codes[:, j], minlength=ki * kj)
             self._pairs[(i, j)] = flat.reshape(ki, kj)
         table: np.ndarray = self._pairs[(i, j)]
         return table

@@ -286,8 +286,10 @@ class Flat:
         self.flat = np.cumsum([0, *(cells(sz, r) for r in measured)])
         self.targets = np.array([(self.table[slot_of[r]], self.table[slot_of[r] + 1], self.flat[j])
                                  for j, r in enumerate(measured)], dtype=np.int64).reshape(-1, 3)
-        self.homes = np.array([(jt.place(r)[0], self.flat[j], put(jt.cliques[jt.place(r)[0]], r))
-                               for j, r in enumerate(measured)], dtype=np.int64).reshape(-1, 3)
+        homes = [jt.place(r)[0] for r in measured]
+        self.homes = np.array([(k, self.flat[j], put(jt.cliques[k], r))
+                               for j, (k, r) in enumerate(zip(homes, measured, strict=True))],
+                              dtype=np.int64).reshape(-1, 3)
         self.maps = np.array(maps, dtype=np.int64).reshape(-1, 4)
         self.index = np.concatenate(index) if index else np.zeros(0, dtype=np.int32)
 

@@ -313,11 +313,17 @@ def _masses(first: np.ndarray, size: np.ndarray, origin: int, bits: int, top: in
     mass = np.zeros(first.size, np.int64)
     for i in range(first.size):
         a = first[i] + origin
-        for level in range(bits, top + 1):
-            if bits < level < floor:
-                continue
+        level = bits
+        while level <= top:
             mass[i] += (((a + size[i] - 1) >> level) - ((a - 1) >> level)) << (level - bits)
+            level = _next_level(level, bits, floor)
     return mass
+
+
+@njit(cache=True, nogil=True)
+def _next_level(level: int, bits: int, floor: int) -> int:
+    """The level after `level`: bits, then floor, floor + 1, ... (`levels`)."""
+    return max(level + 1, floor) if level == bits else level + 1
 
 
 @njit(cache=True, nogil=True)
@@ -327,15 +333,15 @@ def _picks(first: np.ndarray, size: np.ndarray, r: np.ndarray, origin: int, bits
     out = np.empty(first.size, np.int64)
     for i in range(first.size):
         a, left = first[i] + origin, r[i]
-        for level in range(bits, top + 1):
-            if bits < level < floor:
-                continue
+        level = bits
+        while level <= top:
             low = ((a - 1) >> level) + 1  # the run's first multiple of 2^level, in units of it
             weight = ((((a + size[i] - 1) >> level) + 1 - low) << (level - bits))
             if left < weight:
                 out[i] = ((low + (left >> (level - bits))) << level) - origin
                 break
             left -= weight
+            level = _next_level(level, bits, floor)
     return out
 
 
