@@ -6,6 +6,7 @@ and timings of public work taken while no request's work runs."""
 from __future__ import annotations
 
 import contextlib
+import statistics
 import threading
 import time
 from collections.abc import Iterator
@@ -73,6 +74,35 @@ def test_deadlines_scale_with_the_load_factor_never_below_the_one_they_were_time
     assert seconds == pytest.approx(2.0 * 0.2 + 0.01)
     _, seconds = lanes.admit(timing.Expected(alone=0.1, busy=0.2, factor=3.0))  # timed when slower
     assert seconds == pytest.approx(3.0 * 0.2 + 0.01)
+
+
+class Rounds:
+    """A stand-in load probe whose rounds between timed runs read `between`, where its serving
+    rounds (`factor`) read `serving`."""
+
+    def __init__(self, between: float, serving: float) -> None:
+        self.between, self.serving = between, serving
+
+    def round(self, until: float | None) -> list[float]:
+        return [self.between]
+
+    def factor_of(self, times: list[float]) -> float:
+        return statistics.mean(times)
+
+    def factor(self) -> float:
+        return self.serving
+
+
+@pytest.mark.parametrize(("between", "serving"), [(1.0, 1.4), (1.4, 1.0)])
+def test_a_timing_is_divided_by_the_larger_of_the_probe_s_factors(between: float, serving: float) -> None:
+    """The periodic probe reads higher than its rounds run back to back between timed runs,
+    while the work does not follow it: dividing by the back-to-back factor alone would scale
+    every later deadline by that gap."""
+    cfg = replace(QUIET, runs=3)
+    expected = timing._median_time(lambda: time.sleep(0.02), cfg,
+                                   Rounds(between, serving))  # type: ignore[arg-type]
+    assert expected.factor == 1.4
+    assert expected.alone * 1.4 >= 0.02  # the median of the timed runs, over 1.4
 
 
 class Probed:
