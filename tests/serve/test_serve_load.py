@@ -105,6 +105,25 @@ def test_a_timing_is_divided_by_the_larger_of_the_probe_s_factors(between: float
     assert expected.alone * 1.4 >= 0.02  # the median of the timed runs, over 1.4
 
 
+def test_a_cost_timed_at_a_busier_moment_prices_only_the_cost() -> None:
+    """The cost per unit is timed once at start-up; a busy moment then must not hold every
+    bare-column release's deadline to that moment's factor, nor let the cost's part fall below
+    its own timing."""
+    typical = timing.Expected(alone=0.1, busy=0.2, factor=1.0)
+    per_cost = timing.Expected(alone=0.01, busy=0.02, factor=2.0)
+    assert timing.priced(typical, per_cost, 0.0, 1.3) == timing.Expected(0.13, 0.26, 1.0)
+    cfg = replace(QUIET, slack=0.0, slack_alone=0.0)
+    lanes = timing.Lanes(2, cfg)
+    lanes.load = Load(1.0)  # type: ignore[assignment]
+    _, seconds = lanes.admit(timing.priced(typical, per_cost, 3.0, 1.3))
+    assert seconds == pytest.approx(0.13 + 3 * 0.01 * 2.0)  # the cost's own timing, unscaled
+    quick = timing.Expected(alone=0.01, busy=0.02, factor=0.5)
+    lanes.load = Load(3.0)  # type: ignore[assignment]
+    lanes._free = [0.0, 0.0]
+    _, seconds = lanes.admit(timing.priced(typical, quick, 3.0, 1.3))
+    assert seconds == pytest.approx(3.0 * (0.13 + 3 * 0.01))  # both scaled by the load now
+
+
 class Probed:
     """A stand-in engine cursor for the probe: records when each probe query runs."""
 

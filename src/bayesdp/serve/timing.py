@@ -283,10 +283,7 @@ class Releases:
                 self._recent[key] = deque([typical.busy], maxlen=RECENT)
             self._asked.add(key)
         extra = max(release_cost(query) - (0 if self.bare is None else len(query.expressions)), 0.0)
-        margin = self.cfg.margin
-        return Expected(margin * typical.alone + self.per_cost.alone * extra,
-                        margin * typical.busy + self.per_cost.busy * extra,
-                        max(typical.factor, self.per_cost.factor))
+        return priced(typical, self.per_cost, extra, self.cfg.margin)
 
     def refresh(self) -> None:
         """Re-time each shape asked for since the last refresh: one round of `lanes` runs at once
@@ -314,6 +311,16 @@ class Releases:
         bare = query.expressions if self.bare is None else dict.fromkeys(query.expressions, self.bare)
         rows = replace(query.table, engine=self.synthetic()) if made_up is None else made_up().table
         return replace(query, table=replace(rows, filters=()), expressions=bare)
+
+
+def priced(typical: Expected, per_cost: Expected, extra: float, margin: float) -> Expected:
+    """`margin` times a shape's `typical` time plus `extra` cost units at `per_cost`, at the
+    shape's load factor: the cost's part never below its own timing (at `per_cost.factor`),
+    and the shape's part never held to that timing's factor (a cost timed at a busier moment
+    does not make the bare shape slower)."""
+    price = extra * max(per_cost.factor, typical.factor) / typical.factor
+    return Expected(margin * typical.alone + per_cost.alone * price,
+                    margin * typical.busy + per_cost.busy * price, typical.factor)
 
 
 def _attempt(run: Callable[[], Any]) -> None:
