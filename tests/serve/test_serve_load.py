@@ -118,8 +118,8 @@ def test_a_cost_timed_at_a_busier_moment_prices_only_the_cost() -> None:
     _, seconds = lanes.admit(timing.priced(typical, per_cost, 3.0, 1.3))
     assert seconds == pytest.approx(0.13 + 3 * 0.01 * 2.0)  # the cost's own timing, unscaled
     quick = timing.Expected(alone=0.01, busy=0.02, factor=0.5)
+    lanes = timing.Lanes(2, cfg)
     lanes.load = Load(3.0)  # type: ignore[assignment]
-    lanes._free = [0.0, 0.0]
     _, seconds = lanes.admit(timing.priced(typical, quick, 3.0, 1.3))
     assert seconds == pytest.approx(3.0 * (0.13 + 3 * 0.01))  # both scaled by the load now
 
